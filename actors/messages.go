@@ -1,0 +1,72 @@
+// Package actors owns the per-queue state that must not race: one QueueActor per queue holds its
+// parked long-poll pops, submits its pushes and pops to persistence, and wakes its waiters when
+// a push commits. A Router actor spawns queue actors on demand and passivates idle ones.
+//
+// Actors never block on I/O: database work runs in the persistence batchers or in a goroutine,
+// and its result comes back to the actor as a message.
+package actors
+
+import (
+	"time"
+
+	"queen/persistence"
+)
+
+// PushRequest stores Items (all of one queue) and answers on Reply.
+type PushRequest struct {
+	Queue string
+	Items []persistence.PushItem
+	Reply chan PushReply // buffered, capacity 1
+}
+
+// PushReply is the answer to a PushRequest.
+type PushReply struct {
+	Results []persistence.PushResult
+	Err     error
+}
+
+// PopRequest pops for one consumer; with Wait it parks until messages arrive or Deadline.
+type PopRequest struct {
+	Pop      persistence.PopRequest
+	Wait     bool
+	Deadline time.Time
+	Reply    chan PopReply // buffered, capacity 1
+	// Gone is closed when the client disconnected: the actor drops the parked pop instead of
+	// leasing messages nobody will receive.
+	Gone <-chan struct{}
+}
+
+// PopReply is the answer to a PopRequest. TimedOut marks a long-poll that reached its deadline
+// (or was released by shutdown) with nothing to deliver.
+type PopReply struct {
+	Result   persistence.PopResult
+	TimedOut bool
+	Err      error
+}
+
+// Wake tells a queue actor that messages arrived in Partitions (all partitions when empty),
+// pushed through this broker's transaction route, another broker, or an operator.
+type Wake struct {
+	Queue      string
+	Partitions []string
+}
+
+// internal messages
+type (
+	pushDone struct {
+		req     *PushRequest
+		results []persistence.PushResult
+		err     error
+	}
+	popDone struct {
+		w      *waiter
+		result persistence.PopResult
+		err    error
+	}
+	tick      struct{}
+	drain     struct{}
+	passivate struct {
+		queue    string
+		received int
+	}
+)

@@ -1,0 +1,243 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"queen/persistence"
+)
+
+// WaitOptions is the re-check schedule of parked pops: the floor under which a lost wake-up
+// still gets the message delivered. Reference defaults: 100 ms, 3, 2.0, 1 s.
+type WaitOptions struct {
+	Initial    time.Duration
+	Threshold  int
+	Multiplier float64
+	Max        time.Duration
+}
+
+// backoff returns the delay before the checks-th re-check: Initial for the first Threshold
+// checks, then growing linearly up to Max, as the reference broker does.
+func (o WaitOptions) backoff(checks int) time.Duration {
+	if checks <= o.Threshold {
+		return o.Initial
+	}
+	d := time.Duration(float64(o.Initial) * float64(checks) * o.Multiplier)
+	return min(d, o.Max)
+}
+
+// Deps is what queue actors need from the rest of the broker.
+type Deps struct {
+	Store        *persistence.Store
+	Push         *persistence.Batcher[persistence.PushJob]
+	Wait         WaitOptions
+	QueryTimeout time.Duration // bound on one pop's database work
+	IdleTimeout  time.Duration // an actor with nothing to do stops after this long
+	Log          *slog.Logger
+}
+
+// waiter is a pop being run or parked.
+type waiter struct {
+	req     *PopRequest
+	checks  int
+	next    time.Time
+	running bool
+}
+
+type queueActor struct {
+	name     string
+	deps     *Deps
+	waiters  []*waiter // FIFO: older waiters are served first
+	inflight int       // pushes and pops whose database work has not come back
+	received int       // requests the router forwarded, for the passivation handshake
+	timer    *time.Timer
+	draining bool
+}
+
+func (a *queueActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
+	case *PushRequest:
+		a.received++
+		a.push(ctx, m)
+	case *pushDone:
+		a.inflight--
+		m.req.Reply <- PushReply{Results: m.results, Err: m.err}
+		if m.err == nil {
+			a.wake(ctx, pushedPartitions(m.req, m.results))
+		}
+	case *PopRequest:
+		a.received++
+		w := &waiter{req: m}
+		a.waiters = append(a.waiters, w)
+		a.run(ctx, w)
+	case *popDone:
+		a.inflight--
+		a.popped(ctx, m)
+	case *Wake:
+		a.received++
+		a.wake(ctx, m.Partitions)
+	case tick:
+		a.timer = nil
+		a.check(ctx)
+	case drain:
+		a.draining = true
+		a.check(ctx)
+	case *actor.ReceiveTimeout:
+		if len(a.waiters) == 0 && a.inflight == 0 {
+			ctx.Send(ctx.Parent(), &passivate{queue: a.name, received: a.received})
+		}
+	case *actor.Stopping:
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+		for _, w := range a.waiters {
+			w.req.Reply <- PopReply{TimedOut: true}
+		}
+		a.waiters = nil
+	}
+}
+
+func (a *queueActor) push(ctx actor.Context, m *PushRequest) {
+	a.inflight++
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.deps.Push.Submit(persistence.PushJob{
+		Items: m.Items,
+		Done: func(res []persistence.PushResult, err error) {
+			root.Send(self, &pushDone{req: m, results: res, err: err})
+		},
+	})
+}
+
+// pushedPartitions lists the partitions that received new messages.
+func pushedPartitions(req *PushRequest, res []persistence.PushResult) []string {
+	var out []string
+	for i, r := range res {
+		if r.Status == persistence.StatusQueued && !slices.Contains(out, req.Items[i].Partition) {
+			out = append(out, req.Items[i].Partition)
+		}
+	}
+	return out
+}
+
+func (a *queueActor) run(ctx actor.Context, w *waiter) {
+	w.running = true
+	a.inflight++
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	store, timeout, pop := a.deps.Store, a.deps.QueryTimeout, w.req.Pop
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		res, err := store.Pop(c, pop)
+		root.Send(self, &popDone{w: w, result: res, err: err})
+	}()
+}
+
+func (a *queueActor) popped(ctx actor.Context, m *popDone) {
+	w := m.w
+	w.running = false
+	now := time.Now()
+	switch {
+	case m.err != nil:
+		a.answer(w, PopReply{Err: m.err})
+	case len(m.result.Messages) > 0 || !w.req.Wait:
+		a.answer(w, PopReply{Result: m.result})
+	case a.draining || !now.Before(w.req.Deadline) || gone(w):
+		a.answer(w, PopReply{Result: m.result, TimedOut: true})
+	default:
+		w.checks++
+		w.next = now.Add(a.deps.Wait.backoff(w.checks))
+	}
+	a.schedule(ctx)
+}
+
+// answer replies to w and forgets it.
+func (a *queueActor) answer(w *waiter, r PopReply) {
+	w.req.Reply <- r
+	if i := slices.Index(a.waiters, w); i >= 0 {
+		a.waiters = slices.Delete(a.waiters, i, i+1)
+	}
+}
+
+// wake re-runs parked pops now that partitions have data. Each partition can serve one consumer
+// of a group at a time, so per group it wakes at most as many waiters as partitions received
+// data; the others keep their schedule (a lost wake-up costs latency, never a message).
+func (a *queueActor) wake(ctx actor.Context, partitions []string) {
+	woken := map[string]int{}
+	for _, w := range a.waiters {
+		if w.running {
+			continue
+		}
+		p := w.req.Pop.Partition
+		if p != "" && len(partitions) > 0 && !slices.Contains(partitions, p) {
+			continue
+		}
+		g := w.req.Pop.Group
+		if len(partitions) > 0 && woken[g] >= len(partitions) {
+			continue
+		}
+		woken[g]++
+		w.next = time.Time{}
+		w.checks = 0
+	}
+	a.check(ctx)
+}
+
+// check answers expired and abandoned waiters and runs the ones that are due.
+func (a *queueActor) check(ctx actor.Context) {
+	now := time.Now()
+	for _, w := range slices.Clone(a.waiters) {
+		if w.running {
+			continue
+		}
+		switch {
+		case gone(w):
+			a.answer(w, PopReply{TimedOut: true})
+		case a.draining || !now.Before(w.req.Deadline):
+			a.answer(w, PopReply{TimedOut: true})
+		case !now.Before(w.next):
+			a.run(ctx, w)
+		}
+	}
+	a.schedule(ctx)
+}
+
+// schedule arms the timer for the earliest re-check or deadline of a parked waiter.
+func (a *queueActor) schedule(ctx actor.Context) {
+	var at time.Time
+	for _, w := range a.waiters {
+		if w.running {
+			continue
+		}
+		t := w.next
+		if w.req.Deadline.Before(t) {
+			t = w.req.Deadline
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	if at.IsZero() {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.timer = time.AfterFunc(time.Until(at), func() { root.Send(self, tick{}) })
+}
+
+func gone(w *waiter) bool {
+	select {
+	case <-w.req.Gone:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,225 @@
+// Package config reads the broker's configuration from environment variables. Names and defaults
+// follow the reference broker; unlike it, a malformed value stops the boot with an error naming
+// the variable instead of silently falling back to the default.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole broker configuration.
+type Config struct {
+	// HTTP listener.
+	BindAddr     string // QUEEN_BIND_ADDR (alias HOST)
+	Port         int    // PORT
+	MaxBodyBytes int    // QUEEN_MAX_BODY_BYTES
+
+	// PostgreSQL. When PGHost is empty the broker runs its own PostgreSQL under DataDir.
+	PGHost        string
+	PGPort        int
+	PGUser        string
+	PGPassword    string
+	PGDB          string
+	DataDir       string // QUEEN_DATA_DIR
+	DBPoolSize    int
+	DBConnTimeout time.Duration // DB_CONNECTION_TIMEOUT (ms)
+	DBStmtTimeout time.Duration // DB_STATEMENT_TIMEOUT (ms)
+
+	// Pop defaults and long-poll re-check schedule.
+	DefaultTimeout           time.Duration // DEFAULT_TIMEOUT (ms)
+	DefaultBatchSize         int
+	DefaultSubscriptionMode  string
+	PopWaitInitialInterval   time.Duration
+	PopWaitBackoffThreshold  int
+	PopWaitBackoffMultiplier float64
+	PopWaitMaxInterval       time.Duration
+
+	// Fusion of requests into database transactions.
+	BatchHold       time.Duration // SIDECAR_MICRO_BATCH_WAIT_MS
+	PushMaxBatch    int           // QUEEN_PUSH_MAX_BATCH_SIZE: messages per fused push transaction
+	AckMaxBatch     int           // QUEEN_ACK_MAX_BATCH_SIZE
+	MaxConcurrent   int           // QUEEN_PUSH_MAX_CONCURRENT: fused transactions in flight per kind
+	RequestDeadline time.Duration // QUEEN_REQUEST_DEADLINE_MS: how long a request waits on the database
+
+	// Background jobs.
+	RetentionInterval    time.Duration
+	RetentionBatchSize   int
+	EvictionInterval     time.Duration
+	EvictionBatchSize    int
+	PartitionCleanupDays int
+
+	ServerID   string // QUEEN_SERVER_ID
+	LogLevel   slog.Level
+	JWTEnabled bool
+}
+
+// Load reads the configuration through getenv (os.Getenv in production, a map in tests).
+func Load(getenv func(string) string) (Config, error) {
+	r := reader{getenv: getenv}
+	host, _ := os.Hostname()
+	c := Config{
+		BindAddr:     r.str("0.0.0.0", "QUEEN_BIND_ADDR", "HOST"),
+		Port:         r.intIn(6632, 1, 65535, "PORT"),
+		MaxBodyBytes: r.intIn(64<<20, 1024, 1<<30, "QUEEN_MAX_BODY_BYTES"),
+
+		PGHost:        r.str("", "PG_HOST"),
+		PGPort:        r.intIn(5432, 1, 65535, "PG_PORT"),
+		PGUser:        r.str("postgres", "PG_USER"),
+		PGPassword:    r.str("postgres", "PG_PASSWORD"),
+		PGDB:          r.str("postgres", "PG_DB"),
+		DataDir:       r.str(".queen", "QUEEN_DATA_DIR"),
+		DBPoolSize:    r.intIn(20, 2, 10000, "DB_POOL_SIZE"),
+		DBConnTimeout: r.millis(2000, "DB_CONNECTION_TIMEOUT"),
+		DBStmtTimeout: r.millis(30000, "DB_STATEMENT_TIMEOUT"),
+
+		DefaultTimeout:           r.millis(30000, "DEFAULT_TIMEOUT"),
+		DefaultBatchSize:         r.intIn(1, 1, 100000, "DEFAULT_BATCH_SIZE"),
+		DefaultSubscriptionMode:  r.oneOf("", []string{"", "all", "new", "new-only"}, "DEFAULT_SUBSCRIPTION_MODE"),
+		PopWaitInitialInterval:   r.millis(100, "POP_WAIT_INITIAL_INTERVAL_MS"),
+		PopWaitBackoffThreshold:  r.intIn(3, 0, 1000, "POP_WAIT_BACKOFF_THRESHOLD"),
+		PopWaitBackoffMultiplier: r.float(2.0, "POP_WAIT_BACKOFF_MULTIPLIER"),
+		PopWaitMaxInterval:       r.millis(1000, "POP_WAIT_MAX_INTERVAL_MS"),
+
+		BatchHold:       r.millis(2, "SIDECAR_MICRO_BATCH_WAIT_MS"),
+		PushMaxBatch:    r.intIn(2000, 1, 100000, "QUEEN_PUSH_MAX_BATCH_SIZE"),
+		AckMaxBatch:     r.intIn(2000, 1, 100000, "QUEEN_ACK_MAX_BATCH_SIZE"),
+		MaxConcurrent:   r.intIn(4, 1, 256, "QUEEN_PUSH_MAX_CONCURRENT"),
+		RequestDeadline: r.millis(10000, "QUEEN_REQUEST_DEADLINE_MS"),
+
+		RetentionInterval:    r.millis(300000, "RETENTION_INTERVAL"),
+		RetentionBatchSize:   r.intIn(1000, 1, 1000000, "RETENTION_BATCH_SIZE"),
+		EvictionInterval:     r.millis(60000, "EVICTION_INTERVAL"),
+		EvictionBatchSize:    r.intIn(1000, 1, 1000000, "EVICTION_BATCH_SIZE"),
+		PartitionCleanupDays: r.intIn(30, 0, 100000, "PARTITION_CLEANUP_DAYS"),
+
+		LogLevel:   r.level("LOG_LEVEL"),
+		JWTEnabled: r.boolean(false, "JWT_ENABLED"),
+	}
+	c.ServerID = r.str(fmt.Sprintf("%s:%d", host, c.Port), "QUEEN_SERVER_ID")
+	if c.PopWaitBackoffMultiplier < 1 {
+		r.fail("POP_WAIT_BACKOFF_MULTIPLIER", fmt.Sprint(c.PopWaitBackoffMultiplier), "must be at least 1")
+	}
+	if strings.ContainsAny(c.BindAddr, " /") {
+		r.fail("QUEEN_BIND_ADDR", c.BindAddr, "must be a host name or an IP address")
+	}
+	if r.err != nil {
+		return Config{}, r.err
+	}
+	return c, nil
+}
+
+// reader records the first bad variable; later reads still run so Load stays a flat list.
+type reader struct {
+	getenv func(string) string
+	err    error
+}
+
+func (r *reader) fail(name, value, why string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("invalid %s=%q: %s", name, value, why)
+	}
+}
+
+// lookup returns the first set variable among names (the first is the canonical one, the rest
+// are aliases), and its name.
+func (r *reader) lookup(names ...string) (string, string, bool) {
+	for _, n := range names {
+		if v := r.getenv(n); v != "" {
+			return n, v, true
+		}
+	}
+	return "", "", false
+}
+
+func (r *reader) str(def string, names ...string) string {
+	if _, v, ok := r.lookup(names...); ok {
+		return v
+	}
+	return def
+}
+
+func (r *reader) intIn(def, min, max int, names ...string) int {
+	name, v, ok := r.lookup(names...)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		r.fail(name, v, "must be an integer")
+		return def
+	}
+	if n < min || n > max {
+		r.fail(name, v, fmt.Sprintf("must be between %d and %d", min, max))
+		return def
+	}
+	return n
+}
+
+func (r *reader) millis(def int, names ...string) time.Duration {
+	return time.Duration(r.intIn(def, 0, 24*3600*1000, names...)) * time.Millisecond
+}
+
+func (r *reader) float(def float64, names ...string) float64 {
+	name, v, ok := r.lookup(names...)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		r.fail(name, v, "must be a number")
+		return def
+	}
+	return f
+}
+
+// boolean accepts exactly "true" or "false": the reference treats every other value as false,
+// which turns a typo such as JWT_ENABLED=ture into a silently open broker.
+func (r *reader) boolean(def bool, names ...string) bool {
+	name, v, ok := r.lookup(names...)
+	if !ok {
+		return def
+	}
+	switch v {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	r.fail(name, v, "must be true or false")
+	return def
+}
+
+func (r *reader) oneOf(def string, allowed []string, names ...string) string {
+	name, v, ok := r.lookup(names...)
+	if !ok {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	r.fail(name, v, "must be one of "+strings.Join(allowed[1:], ", "))
+	return def
+}
+
+func (r *reader) level(name string) slog.Level {
+	v := r.str("info", name)
+	switch strings.ToLower(v) {
+	case "trace", "debug":
+		return slog.LevelDebug
+	case "info":
+		return slog.LevelInfo
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	r.fail(name, v, "must be one of trace, debug, info, warn, error")
+	return slog.LevelInfo
+}

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 6632 || c.BindAddr != "0.0.0.0" || c.DefaultTimeout != 30*time.Second ||
+		c.DefaultBatchSize != 1 || c.PGHost != "" || c.DataDir != ".queen" || c.JWTEnabled ||
+		c.MaxBodyBytes != 64<<20 || c.PopWaitInitialInterval != 100*time.Millisecond {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestAliases(t *testing.T) {
+	c, err := Load(env(map[string]string{"HOST": "127.0.0.1"}))
+	if err != nil || c.BindAddr != "127.0.0.1" {
+		t.Fatalf("HOST alias: %v %q", err, c.BindAddr)
+	}
+	c, err = Load(env(map[string]string{"HOST": "127.0.0.1", "QUEEN_BIND_ADDR": "::1"}))
+	if err != nil || c.BindAddr != "::1" {
+		t.Fatalf("QUEEN_BIND_ADDR must win over HOST: %v %q", err, c.BindAddr)
+	}
+}
+
+func TestInvalidValuesNameTheVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"PORT":                        "http",
+		"JWT_ENABLED":                 "yes",
+		"DB_POOL_SIZE":                "-3",
+		"DEFAULT_TIMEOUT":             "30s",
+		"DEFAULT_SUBSCRIPTION_MODE":   "latest",
+		"LOG_LEVEL":                   "loud",
+		"POP_WAIT_BACKOFF_MULTIPLIER": "x",
+	} {
+		_, err := Load(env(map[string]string{name: value}))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: want an error naming the variable, got %v", name, value, err)
+		}
+	}
+}

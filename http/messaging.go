@@ -1,0 +1,593 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/valyala/fasthttp"
+
+	"queen/actors"
+	"queen/persistence"
+)
+
+// timeFormat renders timestamps as the clients expect: UTC, microseconds, a literal Z.
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+func pathParam(ctx *fasthttp.RequestCtx, name string) string {
+	s, _ := ctx.UserValue(name).(string)
+	return s
+}
+
+// await waits for one reply for at most d.
+func await[T any](ch <-chan T, d time.Duration) (T, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-t.C:
+		var zero T
+		return zero, errDeadline
+	}
+}
+
+func uuidText(u pgtype.UUID) *string {
+	if !u.Valid {
+		return nil
+	}
+	s := uuid.UUID(u.Bytes).String()
+	return &s
+}
+
+func textPtr(t pgtype.Text) *string {
+	if !t.Valid {
+		return nil
+	}
+	return &t.String
+}
+
+// pushResultJSON is one entry of the push answer, in the reference's mixed snake/camel case.
+// PartitionID and TraceID are omitted for duplicates (nil) and null for queued items.
+type pushResultJSON struct {
+	Error         string          `json:"error,omitempty"`
+	Index         int             `json:"index"`
+	MessageID     string          `json:"message_id,omitempty"`
+	PartitionID   json.RawMessage `json:"partition_id,omitempty"`
+	QueueName     string          `json:"queueName"`
+	Status        string          `json:"status"`
+	TraceID       json.RawMessage `json:"trace_id,omitempty"`
+	TransactionID string          `json:"transaction_id"`
+}
+
+func jsonString(s *string) json.RawMessage {
+	if s == nil {
+		return json.RawMessage("null")
+	}
+	b, _ := json.Marshal(*s)
+	return b
+}
+
+func (s *Server) push(ctx *fasthttp.RequestCtx) {
+	items, err := decodePush(ctx.PostBody())
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if len(items) == 0 {
+		writeJSON(ctx, fasthttp.StatusCreated, []pushResultJSON{})
+		return
+	}
+	results, err := s.storeItems(items)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, results)
+}
+
+// storeItems sends the items of each queue to that queue's actor and gathers the answers in
+// request order.
+func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, error) {
+	type slot struct {
+		idx   []int
+		reply chan actors.PushReply
+	}
+	byQueue := map[string]*slot{}
+	var order []string
+	reqs := map[string][]persistence.PushItem{}
+	out := make([]pushResultJSON, len(items))
+	for i, it := range items {
+		out[i] = pushResultJSON{Index: i, QueueName: it.Queue, TransactionID: it.TransactionID}
+		if it.BadTrace != "" {
+			out[i].Status, out[i].Error = "failed", it.BadTrace
+			continue
+		}
+		sl := byQueue[it.Queue]
+		if sl == nil {
+			sl = &slot{reply: make(chan actors.PushReply, 1)}
+			byQueue[it.Queue] = sl
+			order = append(order, it.Queue)
+		}
+		sl.idx = append(sl.idx, i)
+		reqs[it.Queue] = append(reqs[it.Queue], it.PushItem)
+	}
+	for _, q := range order {
+		s.Actors.Push(&actors.PushRequest{Queue: q, Items: reqs[q], Reply: byQueue[q].reply})
+	}
+	deadline := time.Now().Add(s.Config.RequestDeadline)
+	for _, q := range order {
+		sl := byQueue[q]
+		rep, err := await(sl.reply, time.Until(deadline))
+		if err == nil {
+			err = rep.Err
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, r := range rep.Results {
+			i := sl.idx[k]
+			out[i].Status = r.Status
+			out[i].MessageID = r.MessageID.String()
+			if r.Status == persistence.StatusQueued {
+				pid := r.PartitionID.String()
+				out[i].PartitionID = jsonString(&pid)
+				out[i].TraceID = jsonString(uuidText(items[i].TraceID))
+			}
+		}
+	}
+	return out, nil
+}
+
+// popMessageJSON is one delivered message.
+type popMessageJSON struct {
+	ConsumerGroup string          `json:"consumerGroup"`
+	CreatedAt     string          `json:"createdAt"`
+	Data          json.RawMessage `json:"data"`
+	ID            string          `json:"id"`
+	LeaseID       string          `json:"leaseId"`
+	Partition     string          `json:"partition"`
+	PartitionID   string          `json:"partitionId"`
+	ProducerSub   *string         `json:"producerSub"`
+	TraceID       *string         `json:"traceId"`
+	TransactionID string          `json:"transactionId"`
+}
+
+// popJSON is the pop answer when the pop claimed something, or a long-poll timed out.
+type popJSON struct {
+	ConsumerGroup      string           `json:"consumerGroup"`
+	LeaseID            *string          `json:"leaseId"`
+	Messages           []popMessageJSON `json:"messages"`
+	Partition          string           `json:"partition"`
+	PartitionID        *string          `json:"partitionId"`
+	PartitionsClaimed  *int             `json:"partitionsClaimed,omitempty"`
+	Queue              string           `json:"queue"`
+	Success            bool             `json:"success"`
+	WindowBufferActive bool             `json:"windowBufferActive,omitempty"`
+}
+
+// popFailureJSON is the pop answer for no_available_partition, partition_not_found, lease_held.
+type popFailureJSON struct {
+	Error    string           `json:"error"`
+	Messages []popMessageJSON `json:"messages"`
+	Success  bool             `json:"success"`
+}
+
+// popParams reads the pop query parameters; whole names only, percent-decoded.
+func (s *Server) popParams(ctx *fasthttp.RequestCtx, queue, partition string) (persistence.PopRequest, bool, time.Duration, error) {
+	args := ctx.QueryArgs()
+	r := persistence.PopRequest{Queue: queue, Partition: partition, Partitions: 1}
+	var err error
+	if r.Batch, err = intParam(args, "batch", s.Config.DefaultBatchSize, 1, 100000); err != nil {
+		return r, false, 0, err
+	}
+	timeoutMs, err := intParam(args, "timeout", int(s.Config.DefaultTimeout.Milliseconds()), 0, 3600000)
+	if err != nil {
+		return r, false, 0, err
+	}
+	wait, err := boolParam(args, "wait", false)
+	if err != nil {
+		return r, false, 0, err
+	}
+	if r.AutoAck, err = boolParam(args, "autoAck", false); err != nil {
+		return r, false, 0, err
+	}
+	if partition == "" {
+		if r.Partitions, err = intParam(args, "partitions", 1, 1, 1000); err != nil {
+			return r, false, 0, err
+		}
+	}
+	if r.Group, err = groupName(string(args.Peek("consumerGroup")), "consumerGroup"); err != nil {
+		return r, false, 0, err
+	}
+	mode := string(args.Peek("subscriptionMode"))
+	if mode == "" {
+		mode = s.Config.DefaultSubscriptionMode
+	}
+	switch mode {
+	case "", "all":
+	case "new", "new-only":
+		r.SubscribeNow = true
+	default:
+		return r, false, 0, badf("subscriptionMode must be one of all, new, new-only")
+	}
+	switch from := string(args.Peek("subscriptionFrom")); from {
+	case "":
+	case "now":
+		r.SubscribeNow = true
+	default:
+		t, perr := time.Parse(time.RFC3339Nano, from)
+		if perr != nil {
+			return r, false, 0, badf("subscriptionFrom must be now or an RFC 3339 timestamp")
+		}
+		if !r.SubscribeNow {
+			r.SubscribeFrom = &t
+		}
+	}
+	r.LeaseID, _ = uuid.NewV7()
+	return r, wait, time.Duration(timeoutMs) * time.Millisecond, nil
+}
+
+func intParam(args *fasthttp.Args, name string, def, min, max int) (int, error) {
+	if !args.Has(name) {
+		return def, nil
+	}
+	n, err := strconv.Atoi(string(args.Peek(name)))
+	if err != nil || n < min || n > max {
+		return 0, badf(name + " must be an integer between " + strconv.Itoa(min) + " and " + strconv.Itoa(max))
+	}
+	return n, nil
+}
+
+func boolParam(args *fasthttp.Args, name string, def bool) (bool, error) {
+	switch string(args.Peek(name)) {
+	case "":
+		return def, nil
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, badf(name + " must be true or false")
+}
+
+func (s *Server) pop(ctx *fasthttp.RequestCtx) {
+	req, wait, timeout, err := s.popParams(ctx, pathParam(ctx, "queue"), pathParam(ctx, "partition"))
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if err := checkLen(req.Queue, "queue"); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if err := checkLen(req.Partition, "partition"); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rep, err := s.popOnce(ctx, req, wait, timeout)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writePop(ctx, req, rep)
+}
+
+// popOnce runs one pop through the queue's actor and waits for its answer.
+func (s *Server) popOnce(ctx *fasthttp.RequestCtx, req persistence.PopRequest, wait bool, timeout time.Duration) (actors.PopReply, error) {
+	reply := make(chan actors.PopReply, 1)
+	pr := &actors.PopRequest{Pop: req, Wait: wait, Deadline: time.Now().Add(timeout), Reply: reply}
+	if wait {
+		gone, stop := watchDisconnect(ctx)
+		defer stop()
+		pr.Gone = gone
+	}
+	s.Actors.Pop(pr)
+	// The actor answers at the deadline itself; the extra allowance covers database work
+	// that started just before it.
+	rep, err := await(reply, timeout+s.Config.RequestDeadline)
+	if err == nil {
+		err = rep.Err
+	}
+	return rep, err
+}
+
+func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.PopReply) {
+	res := rep.Result
+	if rep.TimedOut {
+		writeJSON(ctx, fasthttp.StatusOK, popJSON{
+			ConsumerGroup: req.Group, Messages: []popMessageJSON{}, Partition: req.Partition,
+			Queue: req.Queue, Success: true,
+		})
+		return
+	}
+	switch res.Outcome {
+	case persistence.PopNoPartition, persistence.PopPartitionNotFound, persistence.PopLeaseHeld:
+		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: res.Outcome, Messages: []popMessageJSON{}})
+		return
+	case persistence.PopWindowBufferActive:
+		empty := ""
+		writeJSON(ctx, fasthttp.StatusOK, popJSON{
+			ConsumerGroup: req.Group, LeaseID: &empty, Messages: []popMessageJSON{}, Partition: req.Partition,
+			Queue: req.Queue, Success: true, WindowBufferActive: true,
+		})
+		return
+	}
+	leaseID := req.LeaseID.String()
+	if req.AutoAck {
+		leaseID = ""
+	}
+	msgs := make([]popMessageJSON, len(res.Messages))
+	for i, m := range res.Messages {
+		msgs[i] = popMessageJSON{
+			ConsumerGroup: req.Group,
+			CreatedAt:     m.CreatedAt.UTC().Format(timeFormat),
+			Data:          m.Payload,
+			ID:            m.ID.String(),
+			LeaseID:       leaseID,
+			Partition:     m.Partition.Name,
+			PartitionID:   m.Partition.ID.String(),
+			ProducerSub:   textPtr(m.ProducerSub),
+			TraceID:       uuidText(m.TraceID),
+			TransactionID: m.TransactionID,
+		}
+	}
+	out := popJSON{ConsumerGroup: req.Group, LeaseID: &leaseID, Messages: msgs, Queue: req.Queue, Success: true}
+	if len(res.Partitions) > 0 {
+		first := res.Partitions[0]
+		id := first.ID.String()
+		out.Partition, out.PartitionID = first.Name, &id
+		n := len(res.Partitions)
+		out.PartitionsClaimed = &n
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// popByNamespace serves GET /api/v1/pop?namespace=&task=: a pop from the first queue of that
+// namespace and/or task (highest priority first) that has messages. A long-poll re-checks the
+// matching queues on the parked-pop schedule.
+func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	ns, task := string(args.Peek("namespace")), string(args.Peek("task"))
+	if ns == "" && task == "" {
+		writeError(ctx, badf("namespace or task is required"))
+		return
+	}
+	base, wait, timeout, err := s.popParams(ctx, "", "")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	for checks := 1; ; checks++ {
+		c, cancel := context.WithTimeout(context.Background(), s.Config.RequestDeadline)
+		queues, err := s.Store.QueuesByNamespace(c, ns, task)
+		cancel()
+		if err != nil {
+			writeError(ctx, err)
+			return
+		}
+		for _, q := range queues {
+			req := base
+			req.Queue = q
+			rep, err := s.popOnce(ctx, req, false, 0)
+			if err != nil {
+				writeError(ctx, err)
+				return
+			}
+			if len(rep.Result.Messages) > 0 {
+				writePop(ctx, req, rep)
+				return
+			}
+		}
+		pause := s.waitBackoff(checks)
+		if !wait || time.Now().Add(pause).After(deadline) {
+			writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: persistence.PopNoPartition, Messages: []popMessageJSON{}})
+			return
+		}
+		time.Sleep(pause)
+	}
+}
+
+func (s *Server) waitBackoff(checks int) time.Duration {
+	c := s.Config
+	if checks <= c.PopWaitBackoffThreshold {
+		return c.PopWaitInitialInterval
+	}
+	return min(time.Duration(float64(c.PopWaitInitialInterval)*float64(checks)*c.PopWaitBackoffMultiplier), c.PopWaitMaxInterval)
+}
+
+// ackResultJSON is one entry of the ack answer.
+type ackResultJSON struct {
+	DLQ           bool    `json:"dlq"`
+	Error         *string `json:"error"`
+	Index         int     `json:"index"`
+	LeaseReleased bool    `json:"leaseReleased"`
+	PartitionName *string `json:"partitionName"`
+	QueueName     *string `json:"queueName"`
+	Success       bool    `json:"success"`
+	TransactionID string  `json:"transactionId"`
+}
+
+func (s *Server) ack(ctx *fasthttp.RequestCtx) {
+	var raw ackJSON
+	if err := parseBody(ctx.PostBody(), &raw); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	item, err := decodeAck(&raw, "", "")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.acknowledge(ctx, []persistence.AckItem{item})
+}
+
+func (s *Server) ackBatch(ctx *fasthttp.RequestCtx) {
+	items, err := decodeAckBatch(ctx.PostBody())
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if len(items) == 0 {
+		writeJSON(ctx, fasthttp.StatusOK, []ackResultJSON{})
+		return
+	}
+	s.acknowledge(ctx, items)
+}
+
+// acknowledge submits the acks to the ack batcher and answers with one result per item.
+func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckItem) {
+	type reply struct {
+		res []persistence.AckResult
+		err error
+	}
+	ch := make(chan reply, 1)
+	s.Ack.Submit(persistence.AckJob{Items: items, Done: func(r []persistence.AckResult, err error) { ch <- reply{r, err} }})
+	rep, err := await(ch, s.Config.RequestDeadline)
+	if err == nil {
+		err = rep.err
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	out := make([]ackResultJSON, len(items))
+	for i, r := range rep.res {
+		out[i] = ackResult(i, items[i].TransactionID, r)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
+	out := ackResultJSON{
+		DLQ: r.DLQ, Index: i, LeaseReleased: r.LeaseReleased, Success: r.Success, TransactionID: txID,
+		PartitionName: textPtr(r.PartitionName), QueueName: textPtr(r.QueueName),
+	}
+	if r.Error != "" {
+		e := r.Error
+		out.Error = &e
+	}
+	return out
+}
+
+// txResultJSON is one entry of the transaction answer: an ack or one pushed item.
+type txResultJSON struct {
+	DLQ           *bool   `json:"dlq,omitempty"`
+	Error         *string `json:"error,omitempty"`
+	Index         int     `json:"index"`
+	MessageID     string  `json:"messageId,omitempty"`
+	PartitionID   string  `json:"partitionId,omitempty"`
+	QueueName     string  `json:"queueName,omitempty"`
+	Status        string  `json:"status,omitempty"`
+	Success       bool    `json:"success"`
+	TransactionID string  `json:"transactionId"`
+	Type          string  `json:"type"`
+}
+
+type txJSON struct {
+	Error         string         `json:"error,omitempty"`
+	Results       []txResultJSON `json:"results"`
+	Success       bool           `json:"success"`
+	TransactionID string         `json:"transactionId"`
+}
+
+func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
+	decoded, err := decodeTransaction(ctx.PostBody())
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	ops := make([]persistence.TxOp, len(decoded))
+	for i, op := range decoded {
+		ops[i].Ack = op.ack
+		for _, it := range op.push {
+			ops[i].Push = append(ops[i].Push, it.PushItem)
+		}
+	}
+	c, cancel := context.WithTimeout(context.Background(), s.Config.RequestDeadline)
+	defer cancel()
+	results, reason, err := s.Store.Transaction(c, ops)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	out := txJSON{Results: []txResultJSON{}, Success: reason == "", Error: reason, TransactionID: uuid.NewString()}
+	for i, r := range results {
+		if r.Ack != nil {
+			a := ackResult(len(out.Results), ops[i].Ack.TransactionID, *r.Ack)
+			out.Results = append(out.Results, txResultJSON{
+				DLQ: &a.DLQ, Error: a.Error, Index: a.Index, Success: a.Success, TransactionID: a.TransactionID, Type: "ack",
+			})
+			continue
+		}
+		for j, p := range r.Push {
+			it := ops[i].Push[j]
+			out.Results = append(out.Results, txResultJSON{
+				Index: len(out.Results), MessageID: p.MessageID.String(), PartitionID: p.PartitionID.String(),
+				QueueName: it.Queue, Status: p.Status, Success: true, TransactionID: it.TransactionID, Type: "push",
+			})
+		}
+	}
+	if out.Success {
+		// Unlike the reference, transactional pushes wake parked pops too.
+		for _, op := range ops {
+			for _, it := range op.Push {
+				s.Actors.Wake(it.Queue, []string{it.Partition})
+			}
+		}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type leaseJSON struct {
+	Error     *string `json:"error"`
+	ExpiresAt *string `json:"expiresAt"`
+	Index     int     `json:"index"`
+	LeaseID   string  `json:"leaseId"`
+	Success   bool    `json:"success"`
+}
+
+func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
+	var req struct {
+		Seconds json.RawMessage `json:"seconds"`
+	}
+	if err := parseBody(ctx.PostBody(), &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	seconds := 60
+	if len(req.Seconds) > 0 && string(req.Seconds) != "null" {
+		if err := json.Unmarshal(req.Seconds, &seconds); err != nil || seconds < 1 || seconds > 86400 {
+			writeError(ctx, badf("seconds must be an integer between 1 and 86400"))
+			return
+		}
+	}
+	leaseID := pathParam(ctx, "leaseId")
+	out := leaseJSON{LeaseID: leaseID}
+	id, err := uuid.Parse(leaseID)
+	if err != nil {
+		msg := "Lease not found"
+		out.Error = &msg
+		writeJSON(ctx, fasthttp.StatusOK, []leaseJSON{out})
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), s.Config.RequestDeadline)
+	defer cancel()
+	r, err := s.Store.ExtendLease(c, id, time.Duration(seconds)*time.Second)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	out.Success = r.Success
+	if r.Success {
+		t := r.ExpiresAt.Time.UTC().Format("2006-01-02T15:04:05.000Z")
+		out.ExpiresAt = &t
+	} else {
+		out.Error = &r.Error
+	}
+	writeJSON(ctx, fasthttp.StatusOK, []leaseJSON{out})
+}

@@ -1,0 +1,165 @@
+// Package http is the broker's HTTP front end: fasthttp with fasthttp/router. Handlers decode and
+// validate at the edge, copy what they need out of the fasthttp.RequestCtx (its buffers are
+// reused once the handler returns), hand the work to a queue actor or a persistence batcher,
+// wait for the answer with a deadline, and encode the reply in the reference broker's shapes.
+package http
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"queen/actors"
+	"queen/config"
+	"queen/persistence"
+)
+
+// Deps is what the handlers use.
+type Deps struct {
+	Config  config.Config
+	Store   *persistence.Store
+	Actors  *actors.System
+	Ack     *persistence.Batcher[persistence.AckJob]
+	Log     *slog.Logger
+	Version string
+}
+
+// Server serves the Queen HTTP API.
+type Server struct {
+	Deps
+	srv *fasthttp.Server
+}
+
+// Access levels of the routes (enforced once JWT is on; see docs/operations.md).
+type access int
+
+const (
+	public access = iota
+	readOnly
+	writeOnly
+	readWrite
+	admin
+)
+
+// route is one entry of the route table: every route the broker serves, with its access level.
+type route struct {
+	method, path string
+	level        access
+	handle       fasthttp.RequestHandler
+}
+
+// New builds the server and its route table.
+func New(d Deps) *Server {
+	s := &Server{Deps: d}
+	r := router.New()
+	r.HandleMethodNotAllowed = false // a known path with another method is an unknown route
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	for _, rt := range s.routes() {
+		r.Handle(rt.method, rt.path, rt.handle)
+	}
+	r.NotFound = s.notFound
+	r.GlobalOPTIONS = preflight
+	s.srv = &fasthttp.Server{
+		Handler:                       r.Handler,
+		Name:                          "queen",
+		MaxRequestBodySize:            d.Config.MaxBodyBytes,
+		IdleTimeout:                   2 * time.Minute,
+		ReadTimeout:                   2 * time.Minute,
+		DisableHeaderNamesNormalizing: false,
+		ErrorHandler:                  requestError,
+		Logger:                        fasthttpLogger{d.Log},
+		CloseOnShutdown:               true,
+	}
+	return s
+}
+
+// routes is the route table.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/health", public, s.health},
+		{"GET", "/metrics", public, s.metricsJSON},
+		{"GET", "/metrics/prometheus", public, s.metricsPrometheus},
+
+		{"POST", "/api/v1/configure", readWrite, s.configure},
+		{"POST", "/api/v1/push", writeOnly, s.push},
+		{"GET", "/api/v1/pop", readWrite, s.popByNamespace},
+		{"GET", "/api/v1/pop/queue/{queue}", readWrite, s.pop},
+		{"GET", "/api/v1/pop/queue/{queue}/partition/{partition}", readWrite, s.pop},
+		{"POST", "/api/v1/ack", readWrite, s.ack},
+		{"POST", "/api/v1/ack/batch", readWrite, s.ackBatch},
+		{"POST", "/api/v1/transaction", readWrite, s.transaction},
+		{"POST", "/api/v1/lease/{leaseId}/extend", readWrite, s.extendLease},
+
+		{"POST", "/api/v1/traces", readWrite, s.recordTrace},
+		{"GET", "/api/v1/traces/names", readOnly, s.traceNames},
+		{"GET", "/api/v1/traces/by-name/{traceName}", readOnly, s.tracesByName},
+		{"GET", "/api/v1/traces/{partitionId}/{transactionId}", readOnly, s.messageTraces},
+
+		{"GET", "/api/v1/resources/queues", readOnly, s.listQueues},
+		{"GET", "/api/v1/resources/queues/{queue}", readOnly, s.getQueue},
+		{"DELETE", "/api/v1/resources/queues/{queue}", admin, s.deleteQueue},
+		{"GET", "/api/v1/messages", readOnly, s.listMessages},
+		{"GET", "/api/v1/messages/{partitionId}/{transactionId}", readOnly, s.getMessage},
+		{"DELETE", "/api/v1/messages/{partitionId}/{transactionId}", readWrite, s.deleteMessage},
+		{"GET", "/api/v1/dlq", readOnly, s.listDLQ},
+
+		{"GET", "/api/v1/consumer-groups", readOnly, s.listConsumerGroups},
+		{"GET", "/api/v1/consumer-groups/{group}", readOnly, s.getConsumerGroup},
+		{"DELETE", "/api/v1/consumer-groups/{group}", admin, s.deleteConsumerGroup},
+		{"POST", "/api/v1/consumer-groups/{group}/subscription", readWrite, s.updateSubscription},
+		{"DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", admin, s.deleteConsumerGroupQueue},
+		{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", readWrite, s.seekQueue},
+		{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", readWrite, s.seekPartition},
+	}
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for open requests to finish.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+// notFound answers unknown routes: JSON 404 for API paths and for any method but GET/HEAD,
+// the dashboard shell for other GETs (client-side routes).
+func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
+	path := string(ctx.Path())
+	if strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/auth/") || (!ctx.IsGet() && !ctx.IsHead()) {
+		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Not Found", Code: "no_such_route"})
+		return
+	}
+	serveDashboard(ctx)
+}
+
+func preflight(ctx *fasthttp.RequestCtx) {
+	setCORS(ctx)
+	ctx.Response.Header.Set("Access-Control-Max-Age", "86400")
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+// requestError answers requests fasthttp could not parse: 413 for an oversized body.
+func requestError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: "request body exceeds QUEEN_MAX_BODY_BYTES"})
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: "malformed HTTP request: " + err.Error()})
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug("fasthttp", "msg", format, "args", args)
+}

@@ -1,0 +1,324 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Ack statuses, after the HTTP layer has mapped "success" to AckCompleted.
+const (
+	AckCompleted = "completed"
+	AckFailed    = "failed"
+	AckDLQ       = "dlq"
+	AckRetry     = "retry"
+)
+
+// Ack error texts, as the reference sends them.
+const (
+	ErrMessageNotFound = "Message not found"
+	ErrInvalidLease    = "Invalid or expired lease"
+)
+
+// AckItem acknowledges one message for one consumer group.
+type AckItem struct {
+	PartitionID   uuid.UUID
+	TransactionID string
+	Group         string
+	LeaseID       string // "" skips the lease check
+	Status        string
+	Error         string
+}
+
+// AckResult is the outcome of one AckItem.
+type AckResult struct {
+	Success       bool
+	Error         string // "" when none
+	QueueName     pgtype.Text
+	PartitionName pgtype.Text
+	LeaseReleased bool
+	DLQ           bool
+}
+
+// Ack applies items in one transaction.
+func (s *Store) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
+	var out []AckResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = ackInTx(ctx, tx, items, false)
+		return err
+	})
+	return out, err
+}
+
+type consumerKey struct {
+	partition uuid.UUID
+	group     string
+}
+
+// consumerState is one partition_consumers row while acks are applied to it.
+type consumerState struct {
+	exists      bool
+	cursor      int64
+	leaseID     string
+	leaseActive bool
+	leaseEnd    int64
+	retries     int
+	consumed    int64
+	batches     int64
+	// ceiling caps the cursor after a failed or retried message in this call, so a later
+	// "completed" ack cannot carry the cursor past a message that must be redelivered.
+	ceiling int64
+	touched bool
+}
+
+type dlqRow struct {
+	partition uuid.UUID
+	seq       int64
+	group     string
+	reason    string
+	retries   int
+}
+
+// ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its
+// sequence number and applies the acks of each row in sequence order. With failedToDLQ (the
+// transaction route) a failed ack dead-letters at once instead of spending the retry budget.
+func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) ([]AckResult, error) {
+	pids := make([]uuid.UUID, len(items))
+	groups := make([]string, len(items))
+	txIDs := make([]string, len(items))
+	for i, it := range items {
+		pids[i], groups[i], txIDs[i] = it.PartitionID, it.Group, it.TransactionID
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
+			COALESCE(pc.lease_expires_at > now(), false), pc.lease_end_seq, pc.batch_retry_count
+		FROM queen.partition_consumers pc
+		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, pids, groups)
+	b.Queue(`SELECT v.ord, m.seq, p.name, q.name, COALESCE(q.retry_limit, 0)
+		FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS v(pid, tx, ord)
+		LEFT JOIN queen.partitions p ON p.id = v.pid
+		LEFT JOIN queen.queues q ON q.id = p.queue_id
+		LEFT JOIN queen.messages m ON m.partition_id = v.pid AND m.transaction_id = v.tx
+		ORDER BY v.ord`, pids, txIDs)
+	br := tx.SendBatch(ctx, b)
+	state := map[consumerKey]*consumerState{}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot lock consumer cursors: %w", err)
+	}
+	for rows.Next() {
+		var k consumerKey
+		st := &consumerState{exists: true}
+		if err := rows.Scan(&k.partition, &k.group, &st.cursor, &st.leaseID, &st.leaseActive, &st.leaseEnd, &st.retries); err != nil {
+			rows.Close()
+			br.Close()
+			return nil, fmt.Errorf("cannot lock consumer cursors: %w", err)
+		}
+		state[k] = st
+	}
+	rows.Close()
+	seqs := make([]pgtype.Int8, len(items))
+	out := make([]AckResult, len(items))
+	retryLimit := make([]int, len(items))
+	rows, err = br.Query()
+	if err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
+	}
+	for rows.Next() {
+		var ord int
+		var seq pgtype.Int8
+		var r AckResult
+		var limit int
+		if err := rows.Scan(&ord, &seq, &r.PartitionName, &r.QueueName, &limit); err != nil {
+			rows.Close()
+			br.Close()
+			return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
+		}
+		seqs[ord-1], out[ord-1], retryLimit[ord-1] = seq, r, limit
+	}
+	rows.Close()
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
+	}
+
+	// Apply each row's acks in sequence order; results stay in request order.
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ia, ib := items[order[a]], items[order[b]]
+		if ia.PartitionID != ib.PartitionID {
+			return ia.PartitionID.String() < ib.PartitionID.String()
+		}
+		if ia.Group != ib.Group {
+			return ia.Group < ib.Group
+		}
+		return seqs[order[a]].Int64 < seqs[order[b]].Int64
+	})
+	var dlq []dlqRow
+	for _, i := range order {
+		it := items[i]
+		r := &out[i]
+		if !seqs[i].Valid {
+			r.Error = ErrMessageNotFound
+			continue
+		}
+		seq := seqs[i].Int64
+		k := consumerKey{it.PartitionID, it.Group}
+		st := state[k]
+		if st == nil {
+			st = &consumerState{}
+			state[k] = st
+		}
+		if st.ceiling == 0 {
+			st.ceiling = 1<<63 - 1
+		}
+		if it.LeaseID != "" && (!st.leaseActive || st.leaseID != it.LeaseID) {
+			r.Error = ErrInvalidLease
+			continue
+		}
+		st.touched = true
+		r.Success = true
+		switch it.Status {
+		case AckCompleted:
+			r.LeaseReleased = st.advance(seq)
+		case AckFailed, AckDLQ:
+			if it.Status == AckFailed && !failedToDLQ && st.retries < retryLimit[i] {
+				r.LeaseReleased = st.release()
+				st.retries++
+				st.ceiling = min(st.ceiling, seq-1)
+				continue
+			}
+			reason := it.Error
+			if reason == "" {
+				reason = "Retries exhausted"
+			}
+			dlq = append(dlq, dlqRow{it.PartitionID, seq, it.Group, reason, st.retries})
+			r.DLQ = true
+			r.LeaseReleased = st.advance(seq)
+		case AckRetry:
+			r.LeaseReleased = st.release()
+			st.ceiling = min(st.ceiling, seq-1)
+		}
+	}
+
+	b = &pgx.Batch{}
+	var upd, ins rowUpdates
+	for k, st := range state {
+		if !st.touched {
+			continue
+		}
+		switch {
+		case st.exists:
+			upd.add(k, st)
+		case st.cursor > 0:
+			// Creating a row at cursor 0 would reset where a named group starts reading.
+			ins.add(k, st)
+		}
+	}
+	if len(upd.pid) > 0 {
+		// Rows locked above: their new state is exact.
+		b.Queue(`UPDATE queen.partition_consumers pc SET
+				cursor_seq = v.cursor,
+				total_messages_consumed = pc.total_messages_consumed + v.consumed,
+				total_batches_consumed = pc.total_batches_consumed + v.batches,
+				batch_retry_count = v.retries,
+				last_consumed_at = CASE WHEN v.consumed > 0 THEN now() ELSE pc.last_consumed_at END,
+				lease_id = CASE WHEN v.lease_active THEN pc.lease_id END,
+				lease_expires_at = CASE WHEN v.lease_active THEN pc.lease_expires_at END,
+				lease_end_seq = CASE WHEN v.lease_active THEN pc.lease_end_seq ELSE 0 END
+			FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::bool[], $7::int4[])
+				AS v(pid, g, cursor, consumed, batches, lease_active, retries)
+			WHERE pc.partition_id = v.pid AND pc.consumer_group = v.g`, upd.args()...)
+	}
+	if len(ins.pid) > 0 {
+		// An ack without a pop creates the row; GREATEST keeps a cursor that a concurrent
+		// creator already moved further.
+		b.Queue(`INSERT INTO queen.partition_consumers AS pc
+				(partition_id, consumer_group, cursor_seq, total_messages_consumed, batch_retry_count, last_consumed_at)
+			SELECT v.pid, v.g, v.cursor, v.consumed, v.retries, now()
+			FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::bool[], $7::int4[])
+				AS v(pid, g, cursor, consumed, batches, lease_active, retries)
+			JOIN queen.partitions p ON p.id = v.pid
+			ORDER BY v.pid, v.g
+			ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+				cursor_seq = GREATEST(pc.cursor_seq, EXCLUDED.cursor_seq),
+				total_messages_consumed = pc.total_messages_consumed + EXCLUDED.total_messages_consumed`, ins.args()...)
+	}
+	if len(dlq) > 0 {
+		dPid := make([]uuid.UUID, len(dlq))
+		dSeq := make([]int64, len(dlq))
+		dGroup := make([]string, len(dlq))
+		dReason := make([]string, len(dlq))
+		dRetries := make([]int32, len(dlq))
+		for i, d := range dlq {
+			dPid[i], dSeq[i], dGroup[i], dReason[i], dRetries[i] = d.partition, d.seq, d.group, d.reason, int32(d.retries)
+		}
+		b.Queue(`INSERT INTO queen.dead_letter_queue (partition_id, message_seq, consumer_group, error_message, retry_count)
+			SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::int4[])`, dPid, dSeq, dGroup, dReason, dRetries)
+	}
+	if b.Len() == 0 {
+		return out, nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("cannot store acknowledgements: %w", err)
+	}
+	return out, nil
+}
+
+// rowUpdates holds new partition_consumers states as columns for one unnest statement.
+type rowUpdates struct {
+	pid                       []uuid.UUID
+	group                     []string
+	cursor, consumed, batches []int64
+	leaseActive               []bool
+	retries                   []int32
+}
+
+func (u *rowUpdates) add(k consumerKey, st *consumerState) {
+	u.pid = append(u.pid, k.partition)
+	u.group = append(u.group, k.group)
+	u.cursor = append(u.cursor, st.cursor)
+	u.consumed = append(u.consumed, st.consumed)
+	u.batches = append(u.batches, st.batches)
+	u.leaseActive = append(u.leaseActive, st.leaseActive)
+	u.retries = append(u.retries, int32(st.retries))
+}
+
+func (u *rowUpdates) args() []any {
+	return []any{u.pid, u.group, u.cursor, u.consumed, u.batches, u.leaseActive, u.retries}
+}
+
+// advance moves the cursor to seq (never backwards, never past the ceiling) and releases the
+// lease once the cursor reaches the end of the leased batch. It reports a release.
+func (st *consumerState) advance(seq int64) bool {
+	next := min(seq, st.ceiling)
+	if next > st.cursor {
+		st.consumed += next - st.cursor
+		st.cursor = next
+	}
+	if st.leaseActive && st.cursor >= st.leaseEnd {
+		st.leaseActive = false
+		st.retries = 0
+		st.batches++
+		return true
+	}
+	return false
+}
+
+func (st *consumerState) release() bool {
+	if !st.leaseActive {
+		return false
+	}
+	st.leaseActive = false
+	return true
+}

@@ -1,0 +1,45 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// LeaseResult is the outcome of a lease renewal.
+type LeaseResult struct {
+	Success   bool
+	Error     string
+	ExpiresAt pgtype.Timestamptz // the earliest new expiry when the lease covers several partitions
+}
+
+// ExtendLease pushes the expiry of every partition held under leaseID to at least now+d. It
+// never shortens a lease and cannot revive an expired one.
+func (s *Store) ExtendLease(ctx context.Context, leaseID uuid.UUID, d time.Duration) (LeaseResult, error) {
+	var r LeaseResult
+	var holders int
+	err := s.pool.QueryRow(ctx, `
+		WITH upd AS (
+			UPDATE queen.partition_consumers
+			SET lease_expires_at = GREATEST(lease_expires_at, now() + make_interval(secs => $2))
+			WHERE lease_id = $1 AND lease_expires_at > now()
+			RETURNING lease_expires_at)
+		SELECT (SELECT min(lease_expires_at) FROM upd),
+		       (SELECT count(*) FROM queen.partition_consumers WHERE lease_id = $1)`,
+		leaseID, d.Seconds()).Scan(&r.ExpiresAt, &holders)
+	if err != nil {
+		return r, fmt.Errorf("cannot extend lease %s: %w", leaseID, err)
+	}
+	switch {
+	case r.ExpiresAt.Valid:
+		r.Success = true
+	case holders > 0:
+		r.Error = "Lease already expired"
+	default:
+		r.Error = "Lease not found"
+	}
+	return r, nil
+}

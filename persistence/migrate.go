@@ -1,0 +1,126 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"queen/migrations"
+)
+
+// migrationLockKey is the advisory lock that serialises brokers booting at once: the first one
+// applies the pending migrations, the others wait and then find nothing left to do.
+const migrationLockKey int64 = 0x717565656e4d4947 // "queenMIG"
+
+// Migration is one numbered SQL file of the migrations directory.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// LoadMigrations reads the embedded migration files in version order.
+func LoadMigrations() ([]Migration, error) {
+	entries, err := fs.ReadDir(migrations.Files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("cannot list migrations: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		prefix, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %s: name must be NNNN_description.sql", name)
+		}
+		v, err := strconv.Atoi(prefix)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: bad version number: %w", name, err)
+		}
+		body, err := fs.ReadFile(migrations.Files, name)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read migration %s: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", out[i-1].Name, out[i].Name, out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// Migrate creates the queen schema if needed and applies every migration not yet recorded in
+// queen.schema_migrations, each in its own transaction, while holding a session advisory lock.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	all, err := LoadMigrations()
+	if err != nil {
+		return err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot acquire a connection for migrations: %w", err)
+	}
+	defer conn.Release()
+
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+		return fmt.Errorf("cannot take the migration lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the unlock must happen even when ctx is already cancelled.
+		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", migrationLockKey)
+	}()
+
+	if _, err := conn.Exec(ctx, `
+		CREATE SCHEMA IF NOT EXISTS queen;
+		REVOKE ALL ON SCHEMA queen FROM PUBLIC;
+		CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`); err != nil {
+		return fmt.Errorf("cannot create the migrations table: %w", err)
+	}
+
+	applied := map[int]bool{}
+	rows, err := conn.Query(ctx, "SELECT version FROM queen.schema_migrations")
+	if err != nil {
+		return fmt.Errorf("cannot read applied migrations: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("cannot read applied migrations: %w", err)
+	}
+	for _, v := range versions {
+		applied[int(v)] = true
+	}
+
+	for _, m := range all {
+		if applied[m.Version] {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("cannot apply migration %s: %w", m.Name, err)
+		}
+		log.Info("migration applied", "migration", m.Name)
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// PopRequest asks for up to Batch messages of one queue for one consumer group.
+type PopRequest struct {
+	Queue      string
+	Partition  string // "" lets the broker pick partitions
+	Group      string
+	Batch      int
+	Partitions int // how many partitions a wildcard pop may claim (at least 1)
+	AutoAck    bool
+	LeaseID    uuid.UUID
+	// SubscribeFrom is where a named group that has never read a partition starts: nil reads
+	// from the beginning; a time skips every message created at or before it. The first pop
+	// that sets it records it for the group, and later pops follow the recorded value.
+	SubscribeFrom *time.Time
+	SubscribeNow  bool // start at "now" (subscriptionMode=new or subscriptionFrom=now)
+}
+
+// Pop outcomes other than success, as the clients read them from the body.
+const (
+	PopOK                 = ""
+	PopNoPartition        = "no_available_partition"
+	PopPartitionNotFound  = "partition_not_found"
+	PopLeaseHeld          = "lease_held"
+	PopWindowBufferActive = "window_buffer_active"
+)
+
+// Partition names one claimed partition.
+type Partition struct {
+	ID   uuid.UUID
+	Name string
+}
+
+// Message is one delivered message.
+type Message struct {
+	Seq           int64
+	ID            uuid.UUID
+	TransactionID string
+	TraceID       pgtype.UUID
+	Payload       json.RawMessage
+	CreatedAt     time.Time
+	ProducerSub   pgtype.Text
+	Encrypted     bool
+	Partition     Partition
+}
+
+// PopResult is what one pop claimed and read.
+type PopResult struct {
+	Outcome    string
+	Partitions []Partition // claimed partitions, in claim order
+	Messages   []Message
+}
+
+// Pop claims partitions for the group and reads their next messages, in one transaction.
+func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
+	var res PopResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = PopResult{}
+		if r.Partition != "" {
+			return popPartition(ctx, tx, r, &res)
+		}
+		return popAny(ctx, tx, r, &res)
+	})
+	return res, err
+}
+
+type popCandidate struct {
+	id        uuid.UUID
+	name      string
+	lastSeq   int64
+	leaseTime int
+	delay     int
+	hasRow    bool
+}
+
+func popPartition(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error {
+	var c popCandidate
+	var windowActive, leased bool
+	err := tx.QueryRow(ctx, `
+		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL,
+		       q.window_buffer > 0 AND p.last_message_at > now() - make_interval(secs => q.window_buffer),
+		       COALESCE(pc.lease_expires_at > now(), false)
+		FROM queen.queues q
+		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = $2
+		LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = $3
+		WHERE q.name = $1`, r.Queue, r.Partition, r.Group).
+		Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow, &windowActive, &leased)
+	if errors.Is(err, pgx.ErrNoRows) {
+		res.Outcome = PopPartitionNotFound
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot find partition %s/%s: %w", r.Queue, r.Partition, err)
+	}
+	switch {
+	case windowActive:
+		res.Outcome = PopWindowBufferActive
+		return nil
+	case leased:
+		res.Outcome = PopLeaseHeld
+		return nil
+	}
+	claimed, err := claimAndRead(ctx, tx, r, c, r.Batch, false, res)
+	if err != nil {
+		return err
+	}
+	if !claimed {
+		res.Outcome = PopLeaseHeld
+	}
+	return nil
+}
+
+func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error {
+	// Least recently claimed first, so every partition with data gets its turn.
+	rows, err := tx.Query(ctx, `
+		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL
+		FROM queen.queues q
+		JOIN queen.partitions p ON p.queue_id = q.id
+		LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = $2
+		WHERE q.name = $1
+		  AND p.last_seq > COALESCE(pc.cursor_seq, 0)
+		  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+		  AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
+		ORDER BY pc.lease_acquired_at NULLS FIRST, p.id
+		LIMIT $3`, r.Queue, r.Group, 16+4*r.Partitions)
+	if err != nil {
+		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
+	}
+	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (popCandidate, error) {
+		var c popCandidate
+		err := row.Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
+	}
+	budget := r.Batch
+	for _, c := range cands {
+		if budget <= 0 || len(res.Partitions) >= r.Partitions {
+			break
+		}
+		before := len(res.Messages)
+		if _, err := claimAndRead(ctx, tx, r, c, budget, true, res); err != nil {
+			return err
+		}
+		budget -= len(res.Messages) - before
+	}
+	if len(res.Partitions) == 0 {
+		res.Outcome = PopNoPartition
+	}
+	return nil
+}
+
+// claimAndRead leases one partition for the group and reads up to limit messages after the
+// group's cursor. A wildcard claim skips a partition another pop is claiming right now (the
+// advisory lock) instead of queueing behind it. A claim that finds nothing visible releases the
+// lease at once; for a wildcard pop such a partition is not reported as claimed.
+func claimAndRead(ctx context.Context, tx pgx.Tx, r PopRequest, c popCandidate, limit int, skipBusy bool, res *PopResult) (bool, error) {
+	seed := int64(0)
+	if !c.hasRow && r.Group != QueueMode {
+		var err error
+		if seed, err = subscriptionSeed(ctx, tx, r, c); err != nil {
+			return false, err
+		}
+	}
+	leaseTime := c.leaseTime
+	if leaseTime <= 0 {
+		leaseTime = 60
+	}
+	var cursor int64
+	err := tx.QueryRow(ctx, `
+		INSERT INTO queen.partition_consumers AS pc
+			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
+		SELECT $1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5)
+		WHERE NOT $6 OR pg_try_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 0))
+		ON CONFLICT (partition_id, consumer_group) DO UPDATE
+		SET lease_id = EXCLUDED.lease_id, lease_acquired_at = now(), lease_expires_at = EXCLUDED.lease_expires_at
+		WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+		RETURNING pc.cursor_seq`, c.id, r.Group, seed, r.LeaseID, leaseTime, skipBusy).Scan(&cursor)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
+	}
+
+	rows, err := tx.Query(ctx, `
+		SELECT seq, id, transaction_id, trace_id, payload, created_at, producer_sub, is_encrypted,
+		       created_at <= now() - make_interval(secs => $4)
+		FROM queen.messages WHERE partition_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+		c.id, cursor, limit, c.delay)
+	if err != nil {
+		return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
+	}
+	part := Partition{ID: c.id, Name: c.name}
+	start := len(res.Messages)
+	for rows.Next() {
+		var m Message
+		var visible bool
+		if err := rows.Scan(&m.Seq, &m.ID, &m.TransactionID, &m.TraceID, &m.Payload, &m.CreatedAt, &m.ProducerSub, &m.Encrypted, &visible); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
+		}
+		if !visible {
+			// delayedProcessing: stop at the first message still too young, keeping FIFO.
+			break
+		}
+		m.Partition = part
+		res.Messages = append(res.Messages, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
+	}
+	got := res.Messages[start:]
+
+	switch {
+	case len(got) == 0:
+		_, err = tx.Exec(ctx, `UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
+			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group)
+		if err != nil {
+			return false, fmt.Errorf("cannot release partition %s: %w", c.id, err)
+		}
+		if skipBusy {
+			return false, nil
+		}
+	case r.AutoAck:
+		_, err = tx.Exec(ctx, `UPDATE queen.partition_consumers
+			SET cursor_seq = $3, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0, batch_size = 0,
+			    batch_retry_count = 0, total_messages_consumed = total_messages_consumed + $4,
+			    total_batches_consumed = total_batches_consumed + 1, last_consumed_at = now()
+			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group, got[len(got)-1].Seq, len(got))
+		if err != nil {
+			return false, fmt.Errorf("cannot advance cursor of partition %s: %w", c.id, err)
+		}
+	default:
+		_, err = tx.Exec(ctx, `UPDATE queen.partition_consumers SET lease_end_seq = $3, batch_size = $4
+			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group, got[len(got)-1].Seq, len(got))
+		if err != nil {
+			return false, fmt.Errorf("cannot record the batch of partition %s: %w", c.id, err)
+		}
+	}
+	res.Partitions = append(res.Partitions, part)
+	return true, nil
+}
+
+// subscriptionSeed returns the cursor a named group starts from on a partition it has never
+// read: after every message created at or before the group's subscription time, or 0 (the
+// beginning) when the group subscribed to all history.
+func subscriptionSeed(ctx context.Context, tx pgx.Tx, r PopRequest, c popCandidate) (int64, error) {
+	scope := r.Partition // "" for a wildcard pop: the subscription covers the whole queue
+	if r.SubscribeNow || r.SubscribeFrom != nil {
+		mode := "timestamp"
+		if r.SubscribeNow {
+			mode = "new"
+		}
+		// The group's first pop decides its origin; ON CONFLICT keeps the first one. A nil
+		// SubscribeFrom with SubscribeNow means the database's now().
+		_, err := tx.Exec(ctx, `
+			INSERT INTO queen.consumer_groups_metadata (consumer_group, queue_name, partition_name, subscription_mode, subscription_timestamp)
+			VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()))
+			ON CONFLICT DO NOTHING`, r.Group, r.Queue, scope, mode, r.SubscribeFrom)
+		if err != nil {
+			return 0, fmt.Errorf("cannot record the subscription of group %s: %w", r.Group, err)
+		}
+	}
+	var seed int64
+	err := tx.QueryRow(ctx, `
+		WITH sub AS (
+			SELECT subscription_timestamp AS ts FROM queen.consumer_groups_metadata
+			WHERE consumer_group = $1 AND queue_name = $2 AND partition_name IN ($3, '')
+			ORDER BY partition_name DESC LIMIT 1)
+		SELECT CASE
+			WHEN NOT EXISTS (SELECT 1 FROM sub) THEN 0
+			WHEN p.last_message_at IS NULL OR p.last_message_at <= (SELECT ts FROM sub) THEN p.last_seq
+			ELSE (SELECT COALESCE(max(m.seq), 0) FROM queen.messages m
+			      WHERE m.partition_id = p.id AND m.created_at <= (SELECT ts FROM sub))
+		END
+		FROM queen.partitions p WHERE p.id = $4`, r.Group, r.Queue, c.name, c.id).Scan(&seed)
+	if err != nil {
+		return 0, fmt.Errorf("cannot compute the start of group %s on partition %s: %w", r.Group, c.id, err)
+	}
+	return seed, nil
+}

@@ -1,0 +1,215 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// PushItem is one message to store. The HTTP layer has validated every field, so nothing here
+// can make PostgreSQL refuse the statement for one item and fail the others fused with it.
+type PushItem struct {
+	Queue         string
+	Partition     string
+	TransactionID string
+	TraceID       pgtype.UUID
+	Payload       json.RawMessage
+	ProducerSub   pgtype.Text
+	Encrypted     bool
+}
+
+// Push statuses.
+const (
+	StatusQueued    = "queued"
+	StatusDuplicate = "duplicate"
+)
+
+// PushResult is the outcome of one PushItem. A duplicate carries the original message's id.
+type PushResult struct {
+	Status      string
+	MessageID   uuid.UUID
+	PartitionID uuid.UUID
+}
+
+// Push stores items in one transaction and returns one result per item, in order.
+func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
+	var out []PushResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = pushInTx(ctx, tx, items)
+		return err
+	})
+	return out, err
+}
+
+type partitionKey struct{ queue, partition string }
+
+type dedupKey struct {
+	partition uuid.UUID
+	txID      string
+}
+
+// pushInTx creates missing queues and partitions, locks the target partitions in id order (the
+// lock serialises pushes per partition so sequence order equals commit order, and id order keeps
+// two concurrent batches from deadlocking), finds transactionIds already stored, numbers the new
+// messages after each partition's head and inserts them with one unnest statement.
+func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, error) {
+	queues := map[string]bool{}
+	parts := map[partitionKey]bool{}
+	for _, it := range items {
+		queues[it.Queue] = true
+		parts[partitionKey{it.Queue, it.Partition}] = true
+	}
+	queueNames := make([]string, 0, len(queues))
+	for q := range queues {
+		queueNames = append(queueNames, q)
+	}
+	sort.Strings(queueNames)
+	pq := make([]string, 0, len(parts))
+	pp := make([]string, 0, len(parts))
+	for k := range parts {
+		pq = append(pq, k.queue)
+		pp = append(pp, k.partition)
+	}
+	txQ := make([]string, len(items))
+	txP := make([]string, len(items))
+	txIDs := make([]string, len(items))
+	for i, it := range items {
+		txQ[i], txP[i], txIDs[i] = it.Queue, it.Partition, it.TransactionID
+	}
+
+	b := &pgx.Batch{}
+	// Namespace and task derive from the queue name (ns.task...) as in the reference.
+	b.Queue(`INSERT INTO queen.queues (name, namespace, task)
+		SELECT n, split_part(n, '.', 1), split_part(n, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
+		ON CONFLICT (name) DO NOTHING`, queueNames)
+	b.Queue(`INSERT INTO queen.partitions (queue_id, name)
+		SELECT q.id, v.p FROM unnest($1::text[], $2::text[]) AS v(q, p) JOIN queen.queues q ON q.name = v.q
+		ORDER BY q.id, v.p
+		ON CONFLICT (queue_id, name) DO NOTHING`, pq, pp)
+	b.Queue(`SELECT p.id, q.name, p.name, p.last_seq
+		FROM unnest($1::text[], $2::text[]) AS v(q, p)
+		JOIN queen.queues q ON q.name = v.q
+		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
+		ORDER BY p.id FOR UPDATE OF p`, pq, pp)
+	b.Queue(`SELECT m.partition_id, m.transaction_id, m.id
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS v(q, p, tx)
+		JOIN queen.queues q ON q.name = v.q
+		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
+		JOIN queen.messages m ON m.partition_id = p.id AND m.transaction_id = v.tx`, txQ, txP, txIDs)
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot create queues: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot create partitions: %w", err)
+	}
+	partID := map[partitionKey]uuid.UUID{}
+	head := map[uuid.UUID]int64{}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot lock partitions: %w", err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var k partitionKey
+		var last int64
+		if err := rows.Scan(&id, &k.queue, &k.partition, &last); err != nil {
+			rows.Close()
+			br.Close()
+			return nil, fmt.Errorf("cannot lock partitions: %w", err)
+		}
+		partID[k] = id
+		head[id] = last
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot lock partitions: %w", err)
+	}
+	existing := map[dedupKey]uuid.UUID{}
+	rows, err = br.Query()
+	if err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
+	}
+	for rows.Next() {
+		var k dedupKey
+		var id uuid.UUID
+		if err := rows.Scan(&k.partition, &k.txID, &id); err != nil {
+			rows.Close()
+			br.Close()
+			return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
+		}
+		existing[k] = id
+	}
+	rows.Close()
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
+	}
+
+	out := make([]PushResult, len(items))
+	var (
+		colPart    []uuid.UUID
+		colSeq     []int64
+		colID      []uuid.UUID
+		colTx      []string
+		colTrace   []pgtype.UUID
+		colPayload []json.RawMessage
+		colEnc     []bool
+		colSub     []pgtype.Text
+	)
+	for i, it := range items {
+		pid, ok := partID[partitionKey{it.Queue, it.Partition}]
+		if !ok {
+			return nil, fmt.Errorf("partition %s/%s vanished during push", it.Queue, it.Partition)
+		}
+		k := dedupKey{pid, it.TransactionID}
+		if id, dup := existing[k]; dup {
+			out[i] = PushResult{Status: StatusDuplicate, MessageID: id, PartitionID: pid}
+			continue
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("cannot mint a message id: %w", err)
+		}
+		head[pid]++
+		existing[k] = id // a later item of this batch with the same transactionId is a duplicate
+		out[i] = PushResult{Status: StatusQueued, MessageID: id, PartitionID: pid}
+		colPart = append(colPart, pid)
+		colSeq = append(colSeq, head[pid])
+		colID = append(colID, id)
+		colTx = append(colTx, it.TransactionID)
+		colTrace = append(colTrace, it.TraceID)
+		colPayload = append(colPayload, it.Payload)
+		colEnc = append(colEnc, it.Encrypted)
+		colSub = append(colSub, it.ProducerSub)
+	}
+	if len(colID) == 0 {
+		return out, nil
+	}
+	headIDs := make([]uuid.UUID, 0, len(head))
+	headSeqs := make([]int64, 0, len(head))
+	for id, seq := range head {
+		headIDs = append(headIDs, id)
+		headSeqs = append(headSeqs, seq)
+	}
+	b = &pgx.Batch{}
+	b.Queue(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, trace_id, payload, is_encrypted, producer_sub)
+		SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[], $4::text[], $5::uuid[], $6::jsonb[], $7::bool[], $8::text[])`,
+		colPart, colSeq, colID, colTx, colTrace, colPayload, colEnc, colSub)
+	b.Queue(`UPDATE queen.partitions p SET last_seq = v.seq, last_message_at = now()
+		FROM unnest($1::uuid[], $2::int8[]) AS v(id, seq) WHERE p.id = v.id AND p.last_seq < v.seq`, headIDs, headSeqs)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("cannot insert messages: %w", err)
+	}
+	return out, nil
+}

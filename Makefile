@@ -1,0 +1,31 @@
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+.PHONY: build run test lint bench
+
+build:
+	go build -o bin/queen ./cmd/queen
+
+run: build
+	./bin/queen
+
+# The fuzz smoke finds every Fuzz function itself, so a new one is run without editing this file.
+test:
+	go test -race -count=1 -timeout 15m ./...
+	@list=$$(go test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1; next } /^ok / { if (names != "") print $$2 names; names = "" }'); \
+	while read -r pkg names; do \
+		[ -n "$$pkg" ] || continue; \
+		for name in $$names; do \
+			echo "fuzz $$pkg $$name"; \
+			go test -run '^$$' -fuzz "^$$name\$$" -fuzztime 5s "$$pkg"; \
+		done; \
+	done <<< "$$list"
+
+lint:
+	go vet ./...
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l reports unformatted files:"; echo "$$unformatted"; exit 1; fi
+
+bench:
+	mkdir -p bench/results
+	go run ./bench all --json bench/results/latest.json

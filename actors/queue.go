@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"queen/persistence"
@@ -38,6 +40,7 @@ type Deps struct {
 	QueryTimeout time.Duration // bound on one pop's database work
 	IdleTimeout  time.Duration // an actor with nothing to do stops after this long
 	Log          *slog.Logger
+	Metrics      *metrics.Set // this broker's metrics
 }
 
 // waiter is a pop being run or parked.
@@ -46,6 +49,7 @@ type waiter struct {
 	checks  int
 	next    time.Time
 	running bool
+	parked  bool // has waited at least once: counted in the parked gauge
 }
 
 type queueActor struct {
@@ -56,12 +60,16 @@ type queueActor struct {
 	received int       // requests the router forwarded, for the passivation handshake
 	timer    *time.Timer
 	draining bool
+	parked   *metrics.Gauge
+	gauge    string // the parked gauge's full name, to unregister it on passivation
 }
 
 func (a *queueActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
+		a.gauge = `queen_queue_parked_consumers{queue="` + labelValue(a.name) + `"}`
+		a.parked = a.deps.Metrics.GetOrCreateGauge(a.gauge, nil)
 	case *PushRequest:
 		a.received++
 		a.push(ctx, m)
@@ -100,7 +108,13 @@ func (a *queueActor) Receive(ctx actor.Context) {
 			w.req.Reply <- PopReply{TimedOut: true}
 		}
 		a.waiters = nil
+		a.deps.Metrics.UnregisterMetric(a.gauge)
 	}
+}
+
+// labelValue escapes a queue name for a Prometheus label value.
+func labelValue(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
 
 func (a *queueActor) push(ctx actor.Context, m *PushRequest) {
@@ -152,6 +166,10 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 	default:
 		w.checks++
 		w.next = now.Add(a.deps.Wait.backoff(w.checks))
+		if !w.parked {
+			w.parked = true
+			a.parked.Inc()
+		}
 	}
 	a.schedule(ctx)
 }
@@ -159,6 +177,9 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 // answer replies to w and forgets it.
 func (a *queueActor) answer(w *waiter, r PopReply) {
 	w.req.Reply <- r
+	if w.parked {
+		a.parked.Dec()
+	}
 	if i := slices.Index(a.waiters, w); i >= 0 {
 		a.waiters = slices.Delete(a.waiters, i, i+1)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
@@ -28,6 +29,7 @@ type Deps struct {
 	Ack     *persistence.Batcher[persistence.AckJob]
 	Log     *slog.Logger
 	Version string
+	Metrics *metrics.Set // this broker's own series (several brokers can share a process in tests)
 }
 
 // Server serves the Queen HTTP API.

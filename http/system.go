@@ -54,5 +54,6 @@ func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
 func (s *Server) metricsPrometheus(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	metrics.WritePrometheus(ctx, true)
+	metrics.WriteProcessMetrics(ctx)
+	s.Metrics.WritePrometheus(ctx)
 }

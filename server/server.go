@@ -11,8 +11,10 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/actors"
@@ -38,6 +40,9 @@ type Broker struct {
 	http    *queenhttp.Server
 	ln      net.Listener
 	served  chan error
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // Options are what a caller can set beyond the environment configuration.
@@ -78,9 +83,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.MaxConcurrent}
 	b.push = b.store.NewPushBatcher(fusion)
 	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.MaxConcurrent})
+	set := metrics.NewSet()
 	b.actors = actors.Start(&actors.Deps{
-		Store: b.store,
-		Push:  b.push,
+		Metrics: set,
+		Store:   b.store,
+		Push:    b.push,
 		Wait: actors.WaitOptions{
 			Initial: cfg.PopWaitInitialInterval, Threshold: cfg.PopWaitBackoffThreshold,
 			Multiplier: cfg.PopWaitBackoffMultiplier, Max: cfg.PopWaitMaxInterval,
@@ -96,7 +103,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
 
-	b.http = queenhttp.New(queenhttp.Deps{Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version})
+	b.http = queenhttp.New(queenhttp.Deps{Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Metrics: set})
 	b.ln = opts.Listener
 	if b.ln == nil {
 		addr := net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port))
@@ -156,8 +163,13 @@ func (b *Broker) Done() <-chan error { return b.served }
 
 // Shutdown stops in the order that loses nothing: answer parked long-polls, stop accepting and
 // let open requests finish, flush the batchers, stop the actors, close the pool, stop the local
-// PostgreSQL.
+// PostgreSQL. Calling it again returns the first call's result.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	b.shutdownOnce.Do(func() { b.shutdownErr = b.shutdown(ctx) })
+	return b.shutdownErr
+}
+
+func (b *Broker) shutdown(ctx context.Context) error {
 	b.actors.Drain()
 	err := b.http.Shutdown(ctx)
 	b.push.Close()

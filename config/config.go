@@ -40,7 +40,6 @@ type Config struct {
 	PopWaitMaxInterval       time.Duration
 
 	// Fusion of requests into database transactions.
-	BatchHold       time.Duration // SIDECAR_MICRO_BATCH_WAIT_MS
 	PushMaxBatch    int           // QUEEN_PUSH_MAX_BATCH_SIZE: messages per fused push transaction
 	AckMaxBatch     int           // QUEEN_ACK_MAX_BATCH_SIZE
 	MaxConcurrent   int           // QUEEN_PUSH_MAX_CONCURRENT: fused transactions in flight per kind
@@ -85,7 +84,6 @@ func Load(getenv func(string) string) (Config, error) {
 		PopWaitBackoffMultiplier: r.float(2.0, "POP_WAIT_BACKOFF_MULTIPLIER"),
 		PopWaitMaxInterval:       r.millis(1000, "POP_WAIT_MAX_INTERVAL_MS"),
 
-		BatchHold:       r.millis(2, "SIDECAR_MICRO_BATCH_WAIT_MS"),
 		PushMaxBatch:    r.intIn(2000, 1, 100000, "QUEEN_PUSH_MAX_BATCH_SIZE"),
 		AckMaxBatch:     r.intIn(2000, 1, 100000, "QUEEN_ACK_MAX_BATCH_SIZE"),
 		MaxConcurrent:   r.intIn(4, 1, 256, "QUEEN_PUSH_MAX_CONCURRENT"),

@@ -123,7 +123,8 @@ func popPartition(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) 
 }
 
 func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error {
-	// Least recently claimed first, so every partition with data gets its turn.
+	// Least recently claimed first, so every partition with data gets its turn. The limit
+	// leaves room for the candidates that concurrent pops are claiming at this instant.
 	rows, err := tx.Query(ctx, `
 		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL
 		FROM queen.queues q
@@ -134,7 +135,7 @@ func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error 
 		  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 		  AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
 		ORDER BY pc.lease_acquired_at NULLS FIRST, p.id
-		LIMIT $3`, r.Queue, r.Group, 16+4*r.Partitions)
+		LIMIT $3`, r.Queue, r.Group, 64+4*r.Partitions)
 	if err != nil {
 		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
 	}

@@ -170,7 +170,9 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 	for i, it := range items {
 		pid, ok := partID[partitionKey{it.Queue, it.Partition}]
 		if !ok {
-			return nil, fmt.Errorf("partition %s/%s vanished during push", it.Queue, it.Partition)
+			// Deleted between its upsert and the lock (idle-partition cleanup, a queue
+			// delete): run the whole push again, which recreates it.
+			return nil, fmt.Errorf("partition %s/%s vanished during push: %w", it.Queue, it.Partition, errRetry)
 		}
 		k := dedupKey{pid, it.TransactionID}
 		if id, dup := existing[k]; dup {

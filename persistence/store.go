@@ -76,7 +76,13 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 }
 
+// errRetry marks an error after which a transaction is safe and useful to run again.
+var errRetry = errors.New("transient conflict")
+
 func isRetryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "40P01" || pgErr.Code == "40001"

@@ -40,6 +40,7 @@ type Broker struct {
 	http    *queenhttp.Server
 	ln      net.Listener
 	served  chan error
+	jobs    *jobs
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -115,6 +116,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 			return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 		}
 	}
+	b.jobs = startJobs(b.store, cfg, log)
 	go func() { b.served <- b.http.Serve(b.ln) }()
 	log.Info("http listening", "addr", b.ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes)
 	return b, nil
@@ -175,6 +177,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	b.push.Close()
 	b.ack.Close()
 	b.actors.Stop()
+	b.jobs.stop()
 	b.pool.Close()
 	b.stopDatabase()
 	b.log.Info("broker stopped")

@@ -1,0 +1,249 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// cleanupLockKey is the transaction-level advisory lock that retention and eviction share, so
+// that only one broker of the cluster deletes at a time (the reference uses the same key).
+const cleanupLockKey = 737001
+
+// ErrCleanupBusy reports that another session holds the cleanup lock: the run was skipped and
+// deleted nothing. It is the normal outcome on all but one broker of a cluster.
+var ErrCleanupBusy = errors.New("cleanup skipped: another broker holds the cleanup lock")
+
+// RetentionOptions tune one retention run.
+type RetentionOptions struct {
+	BatchSize            int // rows per DELETE statement; < 1 means 1000
+	PartitionCleanupDays int // idle empty partitions older than this are deleted; 0 keeps them
+}
+
+// RetentionReport counts what one retention run deleted.
+type RetentionReport struct {
+	Expired    int64 // messages older than retention_seconds
+	Completed  int64 // consumed messages older than completed_retention_seconds
+	Partitions int64 // idle empty partitions
+}
+
+// RunRetention applies the retention options of every queue with retention_enabled and removes
+// idle empty partitions. It returns ErrCleanupBusy at once when another session is cleaning up.
+func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (RetentionReport, error) {
+	batch := o.BatchSize
+	if batch < 1 {
+		batch = 1000
+	}
+	var rep RetentionReport
+	err := s.withCleanupLock(ctx, func() error {
+		var err error
+		if rep.Expired, err = s.deleteExpired(ctx, batch); err != nil {
+			return err
+		}
+		if rep.Completed, err = s.deleteCompleted(ctx, batch); err != nil {
+			return err
+		}
+		if o.PartitionCleanupDays > 0 {
+			rep.Partitions, err = s.deleteIdlePartitions(ctx, o.PartitionCleanupDays, batch)
+		}
+		return err
+	})
+	return rep, err
+}
+
+// RunEviction deletes the messages of queues with max_wait_time_seconds > 0 that waited longer
+// than that without being consumed. They are deleted, not dead-lettered, as in the reference.
+// It returns ErrCleanupBusy at once when another session is cleaning up.
+func (s *Store) RunEviction(ctx context.Context, batchSize int) (int64, error) {
+	if batchSize < 1 {
+		batchSize = 1000
+	}
+	var n int64
+	err := s.withCleanupLock(ctx, func() error {
+		// "Unconsumed" means after the cursor of some consumer group, i.e. after the smallest
+		// cursor of the partition (the reference: m.id > pc.last_consumed_id for some row); a
+		// partition nobody has read is unconsumed from its start. Partitions whose every
+		// message is behind all cursors are not listed at all.
+		targets, err := s.listTargets(ctx, "list partitions to evict", `
+			SELECT id, cutoff, after, last_seq FROM (
+				SELECT p.id, p.last_seq, now() - make_interval(secs => q.max_wait_time_seconds) AS cutoff,
+				       COALESCE((SELECT min(pc.cursor_seq) FROM queen.partition_consumers pc
+				                 WHERE pc.partition_id = p.id), 0) AS after
+				FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+				WHERE q.max_wait_time_seconds > 0) t
+			WHERE last_seq > after`)
+		if err != nil {
+			return err
+		}
+		for _, t := range targets {
+			d, err := s.deleteMessages(ctx, t, batchSize)
+			n += d
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// withCleanupLock runs fn while a transaction on one pooled connection holds the cleanup lock.
+// fn's statements run on other connections and commit one batch at a time, so no deletion
+// becomes one huge transaction; the lock transaction itself only ran a SELECT, so it pins no
+// snapshot while it waits. Ending it (or losing its connection) releases the lock.
+func (s *Store) withCleanupLock(ctx context.Context, fn func() error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot begin the cleanup lock transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var locked bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1::int8)`, cleanupLockKey).Scan(&locked); err != nil {
+		return fmt.Errorf("cannot take the cleanup lock: %w", err)
+	}
+	if !locked {
+		return ErrCleanupBusy
+	}
+	return fn()
+}
+
+// deleteTarget is one partition to clean: its messages with after < seq <= upTo created before
+// cutoff go. upTo is the partition's head when listed at the latest, so a run never chases
+// messages pushed while it works.
+type deleteTarget struct {
+	partition uuid.UUID
+	cutoff    time.Time
+	after     int64
+	upTo      int64
+}
+
+// listTargets reads (partition id, cutoff, after, upTo) rows in full before any deletion
+// starts: an open result set would hold a second connection besides the lock's, and a pool of
+// two would then have none left for the deletes.
+func (s *Store) listTargets(ctx context.Context, what, query string) ([]deleteTarget, error) {
+	rows, err := s.pool.Query(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", what, err)
+	}
+	targets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (deleteTarget, error) {
+		var t deleteTarget
+		err := row.Scan(&t.partition, &t.cutoff, &t.after, &t.upTo)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot %s: %w", what, err)
+	}
+	return targets, nil
+}
+
+// deleteExpired deletes every message, consumed or not, older than its queue's
+// retention_seconds.
+func (s *Store) deleteExpired(ctx context.Context, batch int) (int64, error) {
+	targets, err := s.listTargets(ctx, "list partitions for retention", `
+		SELECT p.id, now() - make_interval(secs => q.retention_seconds), 0::int8, p.last_seq
+		FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+		WHERE q.retention_enabled AND q.retention_seconds > 0 AND p.last_seq > 0`)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range targets {
+		d, err := s.deleteMessages(ctx, t, batch)
+		n += d
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// deleteCompleted deletes the messages older than their queue's completed_retention_seconds
+// that every consumer group of the partition has consumed (seq <= the smallest cursor). A
+// partition without consumer rows has consumed nothing and is left alone.
+func (s *Store) deleteCompleted(ctx context.Context, batch int) (int64, error) {
+	targets, err := s.listTargets(ctx, "list partitions for completed retention", `
+		SELECT p.id, now() - make_interval(secs => q.completed_retention_seconds), 0::int8, min(pc.cursor_seq)
+		FROM queen.queues q
+		JOIN queen.partitions p ON p.queue_id = q.id
+		JOIN queen.partition_consumers pc ON pc.partition_id = p.id
+		WHERE q.retention_enabled AND q.completed_retention_seconds > 0
+		GROUP BY p.id, q.completed_retention_seconds
+		HAVING min(pc.cursor_seq) > 0`)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range targets {
+		d, err := s.deleteMessages(ctx, t, batch)
+		n += d
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// deleteMessages deletes the messages of t, batch rows per statement in sequence order, until a
+// short batch. Each statement commits on its own. Resuming after the last deleted seq keeps a
+// batch from rescanning what the previous ones already went through.
+func (s *Store) deleteMessages(ctx context.Context, t deleteTarget, batch int) (int64, error) {
+	var total int64
+	after := t.after
+	for {
+		var n, last int64
+		err := s.pool.QueryRow(ctx, `
+			WITH doomed AS (
+				SELECT seq FROM queen.messages
+				WHERE partition_id = $1 AND seq > $2 AND seq <= $3 AND created_at < $4
+				ORDER BY seq LIMIT $5),
+			gone AS (
+				DELETE FROM queen.messages m USING doomed d
+				WHERE m.partition_id = $1 AND m.seq = d.seq
+				RETURNING m.seq)
+			SELECT count(*), COALESCE(max(seq), 0) FROM gone`,
+			t.partition, after, t.upTo, t.cutoff, batch).Scan(&n, &last)
+		if err != nil {
+			return total, fmt.Errorf("cannot delete messages of partition %s: %w", t.partition, err)
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+		after = last
+	}
+}
+
+// deleteIdlePartitions deletes partitions that hold no message, are not leased, and saw no
+// message, no consumer and no consumption for the last days days. messages has no foreign key
+// to partitions, so emptiness is checked here. The conditions on the partition row itself
+// (last_message_at) are what protect a concurrent push: a push that locked the row first is
+// skipped (SKIP LOCKED), and one that committed after this statement's snapshot changed
+// last_message_at, which the lock re-check sees. A push that arrives after the row is gone
+// creates the partition anew.
+func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `
+			DELETE FROM queen.partitions WHERE id IN (
+				SELECT p.id FROM queen.partitions p
+				WHERE GREATEST(p.created_at, p.last_message_at) < now() - make_interval(days => $1)
+				  AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.id)
+				  AND NOT EXISTS (
+					SELECT 1 FROM queen.partition_consumers pc WHERE pc.partition_id = p.id
+					  AND (pc.lease_expires_at > now()
+					       OR GREATEST(pc.created_at, pc.last_consumed_at) >= now() - make_interval(days => $1)))
+				LIMIT $2
+				FOR UPDATE SKIP LOCKED)`, days, batch)
+		if err != nil {
+			return total, fmt.Errorf("cannot delete idle partitions: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}

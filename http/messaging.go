@@ -1,8 +1,8 @@
 package http
 
 import (
-	"context"
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -17,9 +17,14 @@ import (
 // timeFormat renders timestamps as the clients expect: UTC, microseconds, a literal Z.
 const timeFormat = "2006-01-02T15:04:05.000000Z"
 
+// pathParam returns a path parameter, percent-decoded: the router matches the raw path, and
+// clients escape names with reserved characters (the Go client escapes queue and partition).
 func pathParam(ctx *fasthttp.RequestCtx, name string) string {
-	s, _ := ctx.UserValue(name).(string)
-	return s
+	raw, _ := ctx.UserValue(name).(string)
+	if v, err := url.PathUnescape(raw); err == nil {
+		return v
+	}
+	return raw
 }
 
 // await waits for one reply for at most d.
@@ -363,7 +368,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 	}
 	deadline := time.Now().Add(timeout)
 	for checks := 1; ; checks++ {
-		c, cancel := context.WithTimeout(context.Background(), s.Config.RequestDeadline)
+		c, cancel := s.dbContext()
 		queues, err := s.Store.QueuesByNamespace(c, ns, task)
 		cancel()
 		if err != nil {
@@ -508,7 +513,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			ops[i].Push = append(ops[i].Push, it.PushItem)
 		}
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.Config.RequestDeadline)
+	c, cancel := s.dbContext()
 	defer cancel()
 	results, reason, err := s.Store.Transaction(c, ops)
 	if err != nil {
@@ -575,7 +580,7 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusOK, []leaseJSON{out})
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.Config.RequestDeadline)
+	c, cancel := s.dbContext()
 	defer cancel()
 	r, err := s.Store.ExtendLease(c, id, time.Duration(seconds)*time.Second)
 	if err != nil {
@@ -584,8 +589,7 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
 	}
 	out.Success = r.Success
 	if r.Success {
-		t := r.ExpiresAt.Time.UTC().Format("2006-01-02T15:04:05.000Z")
-		out.ExpiresAt = &t
+		out.ExpiresAt = msTimePtr(r.ExpiresAt)
 	} else {
 		out.Error = &r.Error
 	}

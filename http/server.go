@@ -113,6 +113,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/dlq", readOnly, s.listDLQ},
 
 		{"GET", "/api/v1/consumer-groups", readOnly, s.listConsumerGroups},
+		{"GET", "/api/v1/consumer-groups/lagging", readOnly, s.laggingGroups},
 		{"GET", "/api/v1/consumer-groups/{group}", readOnly, s.getConsumerGroup},
 		{"DELETE", "/api/v1/consumer-groups/{group}", admin, s.deleteConsumerGroup},
 		{"POST", "/api/v1/consumer-groups/{group}/subscription", readWrite, s.updateSubscription},

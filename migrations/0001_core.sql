@@ -66,10 +66,11 @@ CREATE TABLE queen.messages (
 CREATE UNIQUE INDEX messages_partition_transaction ON queen.messages (partition_id, transaction_id);
 
 -- Cursor and lease of one consumer group on one partition. cursor_seq is the sequence number of
--- the last consumed message (0: nothing consumed); it only moves forward. A lease covers the
--- messages up to lease_end_seq and is released when the cursor reaches it, so a repeated or
--- out-of-order ack cannot release it early (the reference counts acks instead). lease_id has no
--- index: it changes on every pop, and the one lookup by it (lease renewal) scans this small table.
+-- the last consumed message (0: nothing consumed); acks only move it forward, seek moves it
+-- anywhere. A lease covers the messages up to lease_end_seq and is released when the cursor
+-- reaches it, so a repeated or out-of-order ack cannot release it early (the reference counts
+-- acks instead). lease_id has no index: it changes on every pop, and the one lookup by it (lease
+-- renewal) scans this small table.
 CREATE TABLE queen.partition_consumers (
     partition_id            uuid NOT NULL REFERENCES queen.partitions (id) ON DELETE CASCADE,
     consumer_group          text NOT NULL,

@@ -2,9 +2,13 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // QueuesByNamespace lists the queues of a namespace and/or task ("" matches any), highest
@@ -21,4 +25,303 @@ func (s *Store) QueuesByNamespace(ctx context.Context, namespace, task string) (
 		return nil, fmt.Errorf("cannot list queues of namespace %q task %q: %w", namespace, task, err)
 	}
 	return names, nil
+}
+
+// QueueOptions are a queue's settings, as configure stores them.
+type QueueOptions struct {
+	LeaseTime                 int
+	RetryLimit                int
+	RetryDelay                int
+	MaxSize                   int
+	TTL                       int
+	Priority                  int
+	DelayedProcessing         int
+	WindowBuffer              int
+	DeadLetterQueue           bool
+	DLQAfterMaxRetries        bool
+	RetentionSeconds          int
+	CompletedRetentionSeconds int
+	RetentionEnabled          bool
+	EncryptionEnabled         bool
+	MaxWaitTimeSeconds        int
+}
+
+// QueueOptionsPatch changes some options: a nil field keeps the stored value (the column
+// default for a new queue).
+type QueueOptionsPatch struct {
+	LeaseTime                 *int
+	RetryLimit                *int
+	RetryDelay                *int
+	MaxSize                   *int
+	TTL                       *int
+	Priority                  *int
+	DelayedProcessing         *int
+	WindowBuffer              *int
+	DeadLetterQueue           *bool
+	DLQAfterMaxRetries        *bool
+	RetentionSeconds          *int
+	CompletedRetentionSeconds *int
+	RetentionEnabled          *bool
+	EncryptionEnabled         *bool
+	MaxWaitTimeSeconds        *int
+}
+
+// ConfigureRequest creates a queue or changes its settings. Nil Namespace or Task keep the
+// stored value; a new queue derives them from its name as push does.
+type ConfigureRequest struct {
+	Queue     string
+	Namespace *string
+	Task      *string
+	Options   QueueOptionsPatch
+}
+
+// ConfiguredQueue is a queue's state after configure.
+type ConfiguredQueue struct {
+	ID          uuid.UUID
+	PartitionID uuid.UUID // the Default partition
+	Name        string
+	Namespace   string
+	Task        string
+	Options     QueueOptions
+}
+
+// Configure creates the queue if missing, merges the given settings into the stored ones and
+// makes sure the Default partition exists, in one transaction.
+func (s *Store) Configure(ctx context.Context, r ConfigureRequest) (ConfiguredQueue, error) {
+	var q ConfiguredQueue
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		o := r.Options
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO queen.queues (name, namespace, task)
+			VALUES ($1, COALESCE($2, split_part($1, '.', 1)), COALESCE($3, split_part($1, '.', 2)))
+			ON CONFLICT (name) DO NOTHING`, r.Queue, r.Namespace, r.Task)
+		b.Queue(`UPDATE queen.queues SET
+				namespace = COALESCE($2, namespace),
+				task = COALESCE($3, task),
+				lease_time = COALESCE($4::int4, lease_time),
+				retry_limit = COALESCE($5::int4, retry_limit),
+				retry_delay = COALESCE($6::int4, retry_delay),
+				max_size = COALESCE($7::int4, max_size),
+				ttl = COALESCE($8::int4, ttl),
+				priority = COALESCE($9::int4, priority),
+				delayed_processing = COALESCE($10::int4, delayed_processing),
+				window_buffer = COALESCE($11::int4, window_buffer),
+				dead_letter_queue = COALESCE($12::bool, dead_letter_queue),
+				dlq_after_max_retries = COALESCE($13::bool, dlq_after_max_retries),
+				retention_seconds = COALESCE($14::int4, retention_seconds),
+				completed_retention_seconds = COALESCE($15::int4, completed_retention_seconds),
+				retention_enabled = COALESCE($16::bool, retention_enabled),
+				encryption_enabled = COALESCE($17::bool, encryption_enabled),
+				max_wait_time_seconds = COALESCE($18::int4, max_wait_time_seconds),
+				updated_at = now()
+			WHERE name = $1
+			RETURNING id, name, namespace, task, lease_time, retry_limit, retry_delay, max_size, ttl, priority,
+				delayed_processing, window_buffer, dead_letter_queue, dlq_after_max_retries, retention_seconds,
+				completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds`,
+			r.Queue, r.Namespace, r.Task, o.LeaseTime, o.RetryLimit, o.RetryDelay, o.MaxSize, o.TTL, o.Priority,
+			o.DelayedProcessing, o.WindowBuffer, o.DeadLetterQueue, o.DLQAfterMaxRetries, o.RetentionSeconds,
+			o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.MaxWaitTimeSeconds)
+		b.Queue(`INSERT INTO queen.partitions (queue_id, name)
+			SELECT id, 'Default' FROM queen.queues WHERE name = $1
+			ON CONFLICT (queue_id, name) DO NOTHING`, r.Queue)
+		b.Queue(`SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+			WHERE q.name = $1 AND p.name = 'Default'`, r.Queue)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		opt := &q.Options
+		if err := br.QueryRow().Scan(&q.ID, &q.Name, &q.Namespace, &q.Task, &opt.LeaseTime, &opt.RetryLimit,
+			&opt.RetryDelay, &opt.MaxSize, &opt.TTL, &opt.Priority, &opt.DelayedProcessing, &opt.WindowBuffer,
+			&opt.DeadLetterQueue, &opt.DLQAfterMaxRetries, &opt.RetentionSeconds, &opt.CompletedRetentionSeconds,
+			&opt.RetentionEnabled, &opt.EncryptionEnabled, &opt.MaxWaitTimeSeconds); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&q.PartitionID); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return q, fmt.Errorf("cannot configure queue %q: %w", r.Queue, err)
+	}
+	return q, nil
+}
+
+// MessageCounts are the live message counts of a queue, in queue mode: Pending excludes
+// Processing (the messages inside active __QUEUE_MODE__ leases).
+type MessageCounts struct {
+	Total      int64
+	Pending    int64
+	Processing int64
+}
+
+// QueueSummary is one queue of the queue list.
+type QueueSummary struct {
+	ID         uuid.UUID
+	Name       string
+	Namespace  string
+	Task       string
+	CreatedAt  time.Time
+	Partitions int64
+	Messages   MessageCounts
+}
+
+// partitionCounts computes, for every partition p in scope (the caller joins it), the live
+// queue-mode counts: total messages, unconsumed ones (after the __QUEUE_MODE__ cursor) and the
+// unconsumed ones covered by an active __QUEUE_MODE__ lease. Each partition is one index scan.
+const partitionCounts = `
+	LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
+	CROSS JOIN LATERAL (
+		SELECT count(*) AS total,
+		       count(*) FILTER (WHERE m.seq > COALESCE(qm.cursor_seq, 0)) AS unconsumed,
+		       count(*) FILTER (WHERE qm.lease_expires_at > now() AND m.seq > qm.cursor_seq AND m.seq <= qm.lease_end_seq) AS processing
+		FROM queen.messages m WHERE m.partition_id = p.id) c`
+
+// ListQueues lists every queue with its partition count and live message counts, newest first.
+func (s *Store) ListQueues(ctx context.Context) ([]QueueSummary, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT q.id, q.name, q.namespace, q.task, q.created_at, count(p.id),
+		       COALESCE(sum(c.total), 0)::int8, COALESCE(sum(c.unconsumed - c.processing), 0)::int8,
+		       COALESCE(sum(c.processing), 0)::int8
+		FROM queen.queues q
+		LEFT JOIN (queen.partitions p `+partitionCounts+`) ON p.queue_id = q.id
+		GROUP BY q.id
+		ORDER BY q.created_at DESC, q.name`)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list queues: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueSummary, error) {
+		var q QueueSummary
+		err := row.Scan(&q.ID, &q.Name, &q.Namespace, &q.Task, &q.CreatedAt, &q.Partitions,
+			&q.Messages.Total, &q.Messages.Pending, &q.Messages.Processing)
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list queues: %w", err)
+	}
+	return out, nil
+}
+
+// PartitionStats are the live queue-mode counts of a partition or a queue. Completed counts the
+// consumed messages that were not dead-lettered by __QUEUE_MODE__, DeadLetter those that were;
+// Failed is always 0 (no per-message failure history is kept).
+type PartitionStats struct {
+	Total      int64
+	Pending    int64
+	Processing int64
+	Completed  int64
+	Failed     int64
+	DeadLetter int64
+}
+
+func (a *PartitionStats) add(b PartitionStats) {
+	a.Total += b.Total
+	a.Pending += b.Pending
+	a.Processing += b.Processing
+	a.Completed += b.Completed
+	a.Failed += b.Failed
+	a.DeadLetter += b.DeadLetter
+}
+
+// PartitionDetail is one partition of a queue's detail.
+type PartitionDetail struct {
+	ID        uuid.UUID
+	Name      string
+	CreatedAt time.Time
+	Oldest    pgtype.Timestamptz // created_at of the oldest stored message
+	Newest    pgtype.Timestamptz
+	Stats     PartitionStats
+}
+
+// QueueDetail is a queue with its partitions.
+type QueueDetail struct {
+	ID         uuid.UUID
+	Name       string
+	Namespace  string
+	Task       string
+	CreatedAt  time.Time
+	Partitions []PartitionDetail
+	Totals     PartitionStats
+}
+
+// Queue returns a queue with live per-partition counts; nil when it does not exist.
+func (s *Store) Queue(ctx context.Context, name string) (*QueueDetail, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id, name, namespace, task, created_at FROM queen.queues WHERE name = $1`, name)
+	b.Queue(`
+		SELECT p.id, p.name, p.created_at,
+		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1),
+		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq DESC LIMIT 1),
+		       c.total, c.unconsumed, c.processing,
+		       (SELECT count(DISTINCT d.message_seq) FROM queen.dead_letter_queue d
+		        WHERE d.partition_id = p.id AND d.consumer_group = '__QUEUE_MODE__'
+		          AND d.message_seq <= COALESCE(qm.cursor_seq, 0))
+		FROM queen.queues q
+		JOIN queen.partitions p ON p.queue_id = q.id `+partitionCounts+`
+		WHERE q.name = $1
+		ORDER BY p.created_at, p.name COLLATE "C"`, name)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var q QueueDetail
+	err := br.QueryRow().Scan(&q.ID, &q.Name, &q.Namespace, &q.Task, &q.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read queue %q: %w", name, err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the partitions of queue %q: %w", name, err)
+	}
+	q.Partitions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (PartitionDetail, error) {
+		var p PartitionDetail
+		var unconsumed int64
+		err := row.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Oldest, &p.Newest, &p.Stats.Total, &unconsumed,
+			&p.Stats.Processing, &p.Stats.DeadLetter)
+		p.Stats.Pending = unconsumed - p.Stats.Processing
+		p.Stats.Completed = p.Stats.Total - unconsumed - p.Stats.DeadLetter
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the partitions of queue %q: %w", name, err)
+	}
+	for _, p := range q.Partitions {
+		q.Totals.add(p.Stats)
+	}
+	return &q, nil
+}
+
+// DeleteQueue deletes a queue with its messages (messages have no foreign key to partitions),
+// partitions, cursors and subscription metadata, in one transaction. It reports whether the
+// queue existed.
+func (s *Store) DeleteQueue(ctx context.Context, name string) (bool, error) {
+	var existed bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var id uuid.UUID
+		err := tx.QueryRow(ctx, `SELECT id FROM queen.queues WHERE name = $1 FOR UPDATE`, name).Scan(&id)
+		existed = err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		b := &pgx.Batch{}
+		if existed {
+			// Lock the partitions in id order, as push does, so a push that already holds one
+			// commits its messages before they are deleted instead of leaving orphans.
+			b.Queue(`SELECT id FROM queen.partitions WHERE queue_id = $1 ORDER BY id FOR UPDATE`, id)
+			b.Queue(`DELETE FROM queen.messages WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = $1)`, id)
+			b.Queue(`DELETE FROM queen.queues WHERE id = $1`, id)
+		}
+		b.Queue(`DELETE FROM queen.consumer_groups_metadata WHERE queue_name = $1`, name)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return false, fmt.Errorf("cannot delete queue %q: %w", name, err)
+	}
+	return existed, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -37,6 +38,9 @@ func stringField(raw json.RawMessage, name, def string) (string, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", badf(name + " must be a string")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", badf(name + ` must not contain the character \u0000`)
 	}
 	return s, nil
 }
@@ -146,20 +150,31 @@ func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
 	return it, nil
 }
 
-// sanitizePayload returns the payload as PostgreSQL's jsonb will accept it. jsonb refuses the
-// escape \u0000 and unpaired surrogate escapes; the first is refused here with a 400 (it has no
-// jsonb form), the second is re-encoded with U+FFFD as Go decodes it. Either would otherwise fail
-// the whole fused database call, and with it other clients' requests.
+// sanitizePayload returns the payload as PostgreSQL's jsonb will store it, or a 400. A payload
+// jsonb would refuse must be caught here: in the database it would fail the whole fused call,
+// and with it other clients' requests. Most payloads pass through untouched after one scan; a
+// payload with \u escapes or invalid UTF-8 is re-encoded (unpaired surrogates and bad bytes
+// become U+FFFD, numbers keep their exact literals), and one holding the character U+0000,
+// which jsonb has no form for, is refused.
 func sanitizePayload(raw json.RawMessage, name string) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return json.RawMessage("null"), nil
 	}
-	if !bytes.Contains(raw, []byte(`\u`)) {
+	escapes, err := scanPayload(raw)
+	if err != nil {
+		return nil, badf(name + " " + err.Error())
+	}
+	if !escapes && utf8.Valid(raw) {
 		return raw, nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return nil, badf(name + " is not valid JSON")
+	}
+	if hasNUL(v) {
+		return nil, badf(name + ` must not contain the character \u0000`)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -167,11 +182,98 @@ func sanitizePayload(raw json.RawMessage, name string) (json.RawMessage, error) 
 	if err := enc.Encode(v); err != nil {
 		return nil, badf(name + " cannot be encoded")
 	}
-	out := bytes.TrimRight(buf.Bytes(), "\n")
-	if bytes.Contains(out, []byte(`\u0000`)) {
-		return nil, badf(name + ` must not contain the character \u0000`)
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// hasNUL reports whether a decoded JSON value holds U+0000 in a string or an object key.
+func hasNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.IndexByte(v, 0) >= 0
+	case []any:
+		for _, e := range v {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.IndexByte(k, 0) >= 0 || hasNUL(e) {
+				return true
+			}
+		}
 	}
-	return out, nil
+	return false
+}
+
+// PostgreSQL numeric limits, which jsonb numbers share.
+const (
+	maxNumericIntDigits  = 131072
+	maxNumericFracDigits = 16383
+)
+
+// scanPayload walks valid JSON once: it reports whether any string holds a \u escape, and
+// refuses a number PostgreSQL's numeric cannot hold.
+func scanPayload(raw []byte) (escapes bool, err error) {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+					escapes = escapes || (i < len(raw) && raw[i] == 'u')
+				}
+			}
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
+				j++
+			}
+			if !numericFits(raw[i:j]) {
+				return escapes, fmt.Errorf("holds the number %.40s, outside the range PostgreSQL stores", raw[i:j])
+			}
+			i = j - 1
+		}
+	}
+	return escapes, nil
+}
+
+// numericFits reports whether a JSON number literal fits PostgreSQL's numeric: at most 131072
+// digits before the decimal point and 16383 after it, counting the exponent's shift.
+func numericFits(lit []byte) bool {
+	var intDigits, fracDigits int64
+	exp := int64(0)
+	part := 0 // 0 integer, 1 fraction, 2 exponent
+	significant := false
+	expSign := int64(1)
+	for _, c := range lit {
+		switch {
+		case c == '.':
+			part = 1
+		case c == 'e' || c == 'E':
+			part = 2
+		case c == '-' && part == 2:
+			expSign = -1
+		case c == '-' || c == '+':
+		case part == 2:
+			if exp < 1<<40 { // saturate: anything this large is out of range anyway
+				exp = exp*10 + int64(c-'0')
+			}
+		case part == 1:
+			fracDigits++
+			significant = significant || c != '0'
+		default:
+			if significant || c != '0' {
+				intDigits++
+				significant = true
+			}
+		}
+	}
+	exp *= expSign
+	if fracDigits-exp > maxNumericFracDigits {
+		return false
+	}
+	return !significant || intDigits+exp <= maxNumericIntDigits
 }
 
 // ackJSON is one acknowledgement as it arrives.
@@ -189,7 +291,10 @@ type ackJSON struct {
 func decodeAck(raw *ackJSON, prefix, group string) (persistence.AckItem, error) {
 	var a persistence.AckItem
 	var err error
-	if a.TransactionID, err = stringField(raw.TransactionID, prefix+"transactionId", ""); err != nil || a.TransactionID == "" {
+	if a.TransactionID, err = stringField(raw.TransactionID, prefix+"transactionId", ""); err != nil {
+		return a, err
+	}
+	if a.TransactionID == "" {
 		return a, badf(prefix + "transactionId is required")
 	}
 	pid, err := stringField(raw.PartitionID, prefix+"partitionId", "")

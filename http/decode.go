@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -18,8 +19,15 @@ const maxName = 255
 
 // parseBody decodes a JSON object body into v: 400 for an empty body or invalid JSON.
 func parseBody(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
 		return badf("Empty request body")
+	}
+	if !json.Valid(body) {
+		return badf("Invalid JSON: " + syntaxError(body))
+	}
+	if body[0] != '{' {
+		return badf("request body must be a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return badf("Invalid JSON: " + err.Error())
@@ -27,7 +35,18 @@ func parseBody(body []byte, v any) error {
 	return nil
 }
 
-// field decodes an optional JSON string field; absent or null leaves def.
+// syntaxError describes why body is not JSON, with the byte offset.
+func syntaxError(body []byte) string {
+	var v any
+	err := json.Unmarshal(body, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
+	}
+	return "malformed"
+}
+
+// stringField decodes an optional JSON string field; absent or null leaves def.
 func stringField(raw json.RawMessage, name, def string) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return def, nil

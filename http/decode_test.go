@@ -43,7 +43,7 @@ func TestDecodePushErrors(t *testing.T) {
 		{"blank body", " \r\n\t", "Empty request body"},
 		{"truncated", `{`, "Invalid JSON: unexpected end of JSON input"},
 		{"trailing garbage", `{}}`, "Invalid JSON: invalid character '}' after top-level value"},
-		{"null body", `null`, "items array is required"},
+		{"null body", `null`, "request body must be a JSON object"},
 		{"no items", `{}`, "items array is required"},
 		{"items null", `{"items":null}`, "items array is required"},
 		{"items object", `{"items":{}}`, "items array is required"},
@@ -79,9 +79,9 @@ func TestDecodePushErrors(t *testing.T) {
 	}
 }
 
-// A non-object body is invalid JSON for the decoders; the message comes from encoding/json.
+// A body that is JSON but not an object is refused without encoding/json's Go type names.
 func TestDecodeNonObjectBody(t *testing.T) {
-	for _, body := range []string{`[]`, `"x"`, `5`, `true`} {
+	for _, body := range []string{`[]`, `"x"`, `5`, `true`, `null`} {
 		for name, decode := range map[string]func([]byte) error{
 			"push":        func(b []byte) error { _, err := decodePush(b); return err },
 			"ackBatch":    func(b []byte) error { _, err := decodeAckBatch(b); return err },
@@ -90,8 +90,8 @@ func TestDecodeNonObjectBody(t *testing.T) {
 		} {
 			err := decode([]byte(body))
 			var bad *badRequest
-			if !errors.As(err, &bad) || !strings.HasPrefix(bad.msg, "Invalid JSON: ") {
-				t.Errorf("%s(%s) = %v, want a badRequest starting with Invalid JSON: ", name, body, err)
+			if !errors.As(err, &bad) || bad.msg != "request body must be a JSON object" {
+				t.Errorf("%s(%s) = %v, want a 400 saying the body must be an object", name, body, err)
 			}
 		}
 	}
@@ -280,8 +280,8 @@ func TestDecodeAckErrors(t *testing.T) {
 	ack := func(extra string) string { return `{"transactionId":"t","partitionId":"` + uuidA + `"` + extra + `}` }
 	cases := []struct{ name, body, want string }{
 		{"empty body", ``, "Empty request body"},
-		{"invalid JSON", `{"transactionId":`, "Invalid JSON: unexpected end of JSON input"},
-		{"null body", `null`, "transactionId is required"},
+		{"invalid JSON", `{"transactionId":`, "Invalid JSON: unexpected end of JSON input at offset 17"},
+		{"null body", `null`, "request body must be a JSON object"},
 		{"no fields", `{}`, "transactionId is required"},
 		{"transactionId empty", `{"transactionId":"","partitionId":"` + uuidA + `"}`, "transactionId is required"},
 		{"transactionId number", `{"transactionId":5,"partitionId":"` + uuidA + `"}`, "transactionId must be a string"},

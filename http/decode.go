@@ -3,7 +3,6 @@ package http
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -35,13 +34,11 @@ func parseBody(body []byte, v any) error {
 	return nil
 }
 
-// syntaxError describes why body is not JSON, with the byte offset.
+// syntaxError describes why body is not JSON.
 func syntaxError(body []byte) string {
 	var v any
-	err := json.Unmarshal(body, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
+	if err := json.Unmarshal(body, &v); err != nil {
+		return err.Error()
 	}
 	return "malformed"
 }

@@ -53,6 +53,7 @@ type Config struct {
 	PartitionCleanupDays int
 
 	ServerID   string // QUEEN_SERVER_ID
+	PprofAddr  string // QUEEN_PPROF_ADDR: serve net/http/pprof there when set (keep it on loopback)
 	LogLevel   slog.Level
 	JWTEnabled bool
 }
@@ -95,6 +96,7 @@ func Load(getenv func(string) string) (Config, error) {
 		EvictionBatchSize:    r.intIn(1000, 1, 1000000, "EVICTION_BATCH_SIZE"),
 		PartitionCleanupDays: r.intIn(30, 0, 100000, "PARTITION_CLEANUP_DAYS"),
 
+		PprofAddr:  r.str("", "QUEEN_PPROF_ADDR"),
 		LogLevel:   r.level("LOG_LEVEL"),
 		JWTEnabled: r.boolean(false, "JWT_ENABLED"),
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -41,6 +42,7 @@ type Broker struct {
 	ln      net.Listener
 	served  chan error
 	jobs    *jobs
+	pprof   *http.Server // nil unless QUEEN_PPROF_ADDR is set
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -117,6 +119,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		}
 	}
 	b.jobs = startJobs(b.store, cfg, log)
+	if cfg.PprofAddr != "" {
+		b.pprof = startPprof(cfg.PprofAddr, log)
+	}
 	go func() { b.served <- b.http.Serve(b.ln) }()
 	log.Info("http listening", "addr", b.ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes)
 	return b, nil
@@ -173,6 +178,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 
 func (b *Broker) shutdown(ctx context.Context) error {
 	b.actors.Drain()
+	if b.pprof != nil {
+		_ = b.pprof.Close()
+	}
 	err := b.http.Shutdown(ctx)
 	b.push.Close()
 	b.ack.Close()

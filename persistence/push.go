@@ -97,11 +97,14 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 		JOIN queen.queues q ON q.name = v.q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
 		ORDER BY p.id FOR UPDATE OF p`, pq, pp)
-	b.Queue(`SELECT m.partition_id, m.transaction_id, m.id
+	// LATERAL keeps this a per-item index probe whatever the planner thinks of the array's
+	// size; a generic plan with a hash join scanned all of messages.
+	b.Queue(`SELECT p.id, v.tx, m.id
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS v(q, p, tx)
-		JOIN queen.queues q ON q.name = v.q
-		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
-		JOIN queen.messages m ON m.partition_id = p.id AND m.transaction_id = v.tx`, txQ, txP, txIDs)
+		CROSS JOIN LATERAL (SELECT p.id FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
+			WHERE q.name = v.q) p
+		CROSS JOIN LATERAL (SELECT m.id FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx) m`,
+		txQ, txP, txIDs)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()

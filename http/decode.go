@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -16,22 +17,26 @@ import (
 // maxName is the longest queue, partition, consumer group or transactionId the broker stores.
 const maxName = 255
 
-// parseBody decodes a JSON object body into v: 400 for an empty body or invalid JSON.
+// parseBody decodes a JSON object body into v: 400 for an empty body, invalid JSON or a body
+// that is not an object. A type mismatch inside the object is returned as is (an
+// *json.UnmarshalTypeError) for the caller to name the field.
 func parseBody(body []byte, v any) error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return badf("Empty request body")
 	}
-	if !json.Valid(body) {
-		return badf("Invalid JSON: " + syntaxError(body))
-	}
 	if body[0] != '{' {
+		if !json.Valid(body) {
+			return badf("Invalid JSON: " + syntaxError(body))
+		}
 		return badf("request body must be a JSON object")
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	err := json.Unmarshal(body, v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
 		return badf("Invalid JSON: " + err.Error())
 	}
-	return nil
+	return err
 }
 
 // syntaxError describes why body is not JSON.
@@ -50,6 +55,13 @@ func stringField(raw json.RawMessage, name, def string) (string, error) {
 	}
 	if raw[0] != '"' {
 		return "", badf(name + " must be a string")
+	}
+	// Most strings have no escapes: take the bytes between the quotes as they are.
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		if bytes.IndexByte(inner, 0) >= 0 {
+			return "", badf(name + ` must not contain the character \u0000`)
+		}
+		return string(inner), nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -100,18 +112,21 @@ type pushItem struct {
 // decodePush decodes and validates a push body.
 func decodePush(body []byte) ([]pushItem, error) {
 	var req struct {
-		Items json.RawMessage `json:"items"`
+		Items []pushItemJSON `json:"items"`
 	}
 	if err := parseBody(body, &req); err != nil {
-		return nil, err
-	}
-	var raw []pushItemJSON
-	if len(req.Items) == 0 || req.Items[0] != '[' || json.Unmarshal(req.Items, &raw) != nil {
+		var bad *badRequest
+		if errors.As(err, &bad) {
+			return nil, err
+		}
 		return nil, badf("items array is required")
 	}
-	items := make([]pushItem, len(raw))
-	for i := range raw {
-		it, err := decodePushItem(&raw[i], fmt.Sprintf("items[%d].", i))
+	if req.Items == nil {
+		return nil, badf("items array is required")
+	}
+	items := make([]pushItem, len(req.Items))
+	for i := range req.Items {
+		it, err := decodePushItem(&req.Items[i], fmt.Sprintf("items[%d].", i))
 		if err != nil {
 			return nil, err
 		}

@@ -88,7 +88,7 @@ type dlqRow struct {
 // sequence number and applies the acks of each row in sequence order. With failedToDLQ (the
 // transaction route) a failed ack dead-letters at once instead of spending the retry budget.
 func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) ([]AckResult, error) {
-	pids := make([]uuid.UUID, len(items))
+	pids := make([][16]byte, len(items)) // [16]byte: see the push columns
 	groups := make([]string, len(items))
 	txIDs := make([]string, len(items))
 	for i, it := range items {
@@ -255,7 +255,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 				total_messages_consumed = pc.total_messages_consumed + EXCLUDED.total_messages_consumed`, ins.args()...)
 	}
 	if len(dlq) > 0 {
-		dPid := make([]uuid.UUID, len(dlq))
+		dPid := make([][16]byte, len(dlq))
 		dSeq := make([]int64, len(dlq))
 		dGroup := make([]string, len(dlq))
 		dReason := make([]string, len(dlq))
@@ -277,7 +277,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 
 // rowUpdates holds new partition_consumers states as columns for one unnest statement.
 type rowUpdates struct {
-	pid                       []uuid.UUID
+	pid                       [][16]byte
 	group                     []string
 	cursor, consumed, batches []int64
 	leaseActive               []bool

@@ -161,9 +161,9 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 
 	out := make([]PushResult, len(items))
 	var (
-		colPart    []uuid.UUID
-		colSeq     []int64
-		colID      []uuid.UUID
+		colPart    [][16]byte // [16]byte, not uuid.UUID: pgx encodes it natively instead of
+		colSeq     []int64    // through uuid.UUID's driver.Valuer and a string per element
+		colID      [][16]byte
 		colTx      []string
 		colTrace   []pgtype.UUID
 		colPayload []json.RawMessage
@@ -201,7 +201,7 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 	if len(colID) == 0 {
 		return out, nil
 	}
-	headIDs := make([]uuid.UUID, 0, len(head))
+	headIDs := make([][16]byte, 0, len(head))
 	headSeqs := make([]int64, 0, len(head))
 	for id, seq := range head {
 		headIDs = append(headIDs, id)

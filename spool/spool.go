@@ -1,0 +1,528 @@
+package spool
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultSegmentBytes is the segment size used when Options.SegmentBytes is zero.
+const DefaultSegmentBytes = 16 << 20
+
+// ErrClosed is returned by calls on a closed Spool.
+var ErrClosed = errors.New("spool is closed")
+
+const (
+	activeExt = ".active"
+	sealedExt = ".seg"
+	seqDigits = 20
+
+	failedDirName  = "failed"
+	failedFileName = "records.jsonl"
+	lockFileName   = "flock.lock"
+)
+
+// Options configure a Spool.
+type Options struct {
+	Dir          string       // segments live here; failed/ holds refused records
+	SegmentBytes int64        // seal the active segment when it grows past this (default 16 MiB)
+	Log          *slog.Logger // nil discards
+}
+
+// Stats describe what is pending in a Spool. Segments, Records and Bytes include the active
+// segment.
+type Stats struct {
+	Segments int       // segment files waiting for Drain, including a non-empty active one
+	Records  int64     // records in them
+	Bytes    int64     // their size on disk
+	Oldest   time.Time // when the oldest pending record was appended; zero when none
+	Failed   int64     // records in failed/ (counted at Open, then added by Drain)
+	Syncs    int64     // fsyncs of segment data since Open
+}
+
+// Spool is a durable on-disk FIFO of records. All methods are safe for concurrent use; Drain
+// calls run one at a time.
+type Spool struct {
+	dir          string
+	segmentBytes int64
+	log          *slog.Logger
+	lock         *os.File
+
+	drainMu sync.Mutex // one Drain at a time; taken before mu
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when syncing or synced change
+	closed  bool
+	err     error      // sticky: set when an fsync or a seal fails; Append and Seal return it
+	sealed  []*segment // oldest first
+	active  *activeSegment
+	nextSeq uint64
+	written uint64 // number of writes into segments so far
+	synced  uint64 // writes up to this one are durable
+	syncing bool   // a goroutine is fsyncing the active segment without holding mu
+	failed  int64
+
+	syncs atomic.Int64
+
+	// Test hooks, set before the Spool is used concurrently.
+	testHookBeforeSync func()
+	testHookAfterWrite func()
+}
+
+type segment struct {
+	seq     uint64
+	created time.Time
+	records int64
+	bytes   int64
+}
+
+type activeSegment struct {
+	segment
+	f *os.File
+}
+
+// Open creates Dir if needed and recovers what a crash left: the active segment of a previous
+// process is checked record by record; a torn or corrupt tail (short length, short body, CRC
+// mismatch) is truncated away with one Warn log line saying how many bytes were dropped, and the
+// segment is sealed. Sealed segments are checked the same way. Never replay garbage.
+//
+// Open holds an flock on Dir until Close, so a second Spool on the same Dir fails to open.
+func Open(o Options) (*Spool, error) {
+	if o.Dir == "" {
+		return nil, errors.New("cannot open spool: Options.Dir is empty")
+	}
+	if o.SegmentBytes < 0 {
+		return nil, fmt.Errorf("cannot open spool %s: negative SegmentBytes %d", o.Dir, o.SegmentBytes)
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, failedDirName), 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create spool directory: %w", err)
+	}
+	lock, err := lockDir(filepath.Join(o.Dir, lockFileName))
+	if err != nil {
+		return nil, fmt.Errorf("cannot open spool %s: %w", o.Dir, err)
+	}
+	s := &Spool{
+		dir:          o.Dir,
+		segmentBytes: o.SegmentBytes,
+		log:          o.Log,
+		lock:         lock,
+		nextSeq:      1,
+	}
+	s.cond = sync.NewCond(&s.mu)
+	if err := s.recover(); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("cannot open spool %s: %w", o.Dir, err)
+	}
+	return s, nil
+}
+
+// recover checks the segments left in the directory, truncates their bad tails, seals the
+// active segment and counts the failed records.
+func (s *Spool) recover() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("cannot list directory: %w", err)
+	}
+	type found struct {
+		seq    uint64
+		active bool
+	}
+	var files []found
+	for _, e := range entries {
+		seq, ext, ok := parseName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		files = append(files, found{seq: seq, active: ext == activeExt})
+		s.nextSeq = max(s.nextSeq, seq+1)
+	}
+	slices.SortFunc(files, func(a, b found) int { return cmp.Compare(a.seq, b.seq) })
+	dirty := false
+	for _, fl := range files {
+		ext := sealedExt
+		if fl.active {
+			ext = activeExt
+		}
+		path := s.segmentPath(fl.seq, ext)
+		seg, changed, err := s.checkSegment(path, fl.seq)
+		if err != nil {
+			return err
+		}
+		dirty = dirty || changed
+		if seg == nil {
+			continue
+		}
+		if fl.active {
+			if err := os.Rename(path, s.segmentPath(fl.seq, sealedExt)); err != nil {
+				return fmt.Errorf("cannot seal recovered segment: %w", err)
+			}
+			dirty = true
+			s.log.Info("spool: sealed the active segment of a previous process",
+				"file", path, "records", seg.records)
+		}
+		s.sealed = append(s.sealed, seg)
+	}
+	if dirty {
+		if err := syncDir(s.dir); err != nil {
+			return err
+		}
+	}
+	n, err := s.recoverFailed()
+	if err != nil {
+		return err
+	}
+	s.failed = n
+	return nil
+}
+
+// checkSegment reads the segment at path record by record. A bad tail is truncated away with a
+// Warn line; a segment without records is deleted and nil is returned. changed reports whether
+// the directory changed.
+func (s *Spool) checkSegment(path string, seq uint64) (seg *segment, changed bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot open segment: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("cannot close segment %s: %w", path, cerr)
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot stat segment: %w", err)
+	}
+	size := fi.Size()
+	sr := newSegmentReader(f, size)
+	seg = &segment{seq: seq}
+	var bad error
+	seg.created, bad = sr.readHeader()
+	for bad == nil {
+		if _, bad = sr.next(); bad == nil {
+			seg.records++
+		}
+	}
+	if !errors.Is(bad, io.EOF) && !errors.Is(bad, errCorrupt) {
+		return nil, false, fmt.Errorf("cannot read segment %s: %w", path, bad)
+	}
+	good := sr.off
+	if errors.Is(bad, errCorrupt) && size > good {
+		s.log.Warn("spool: dropped a torn or corrupt segment tail",
+			"file", path, "droppedBytes", size-good, "keptRecords", seg.records, "reason", bad.Error())
+		if seg.records > 0 {
+			if err := f.Truncate(good); err != nil {
+				return nil, false, fmt.Errorf("cannot truncate segment %s: %w", path, err)
+			}
+			if err := f.Sync(); err != nil {
+				return nil, false, fmt.Errorf("cannot fsync segment %s: %w", path, err)
+			}
+		}
+	}
+	if seg.records == 0 {
+		if err := os.Remove(path); err != nil {
+			return nil, false, fmt.Errorf("cannot remove empty segment: %w", err)
+		}
+		return nil, true, nil
+	}
+	seg.bytes = good
+	return seg, false, nil
+}
+
+// Append writes records durably: it returns only after the bytes are fsynced. Concurrent Append
+// calls share fsyncs (group commit: one goroutine syncs for everyone waiting). Records of one
+// call stay contiguous, in order and in one segment. Records must be 1..MaxRecordBytes bytes.
+func (s *Spool) Append(records [][]byte) error {
+	if len(records) == 0 {
+		return nil
+	}
+	n := 0
+	for i, r := range records {
+		if len(r) == 0 {
+			return fmt.Errorf("cannot append record #%d: empty records are not allowed", i)
+		}
+		if len(r) > MaxRecordBytes {
+			return fmt.Errorf("cannot append record #%d: %d bytes exceeds the %d byte limit", i, len(r), MaxRecordBytes)
+		}
+		n += frameHeaderSize + len(r)
+	}
+	buf := make([]byte, 0, n)
+	for _, r := range records {
+		buf = appendRecord(buf, r)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if s.active == nil {
+		if err := s.createActiveLocked(); err != nil {
+			return err
+		}
+	}
+	a := s.active
+	if _, err := a.f.Write(buf); err != nil {
+		// Cut off what part of the write landed, so the segment stays well-formed.
+		if terr := a.f.Truncate(a.bytes); terr != nil {
+			s.failLocked(fmt.Errorf("cannot truncate %s after a failed write: %w", a.f.Name(), terr))
+		}
+		return fmt.Errorf("cannot write %d records to %s: %w", len(records), a.f.Name(), err)
+	}
+	a.bytes += int64(n)
+	a.records += int64(len(records))
+	s.written++
+	my := s.written
+	if s.testHookAfterWrite != nil {
+		s.testHookAfterWrite()
+	}
+	if a.bytes >= s.segmentBytes {
+		// The seal fsyncs the segment, which makes this write durable. A failure is sticky and
+		// returned by waitSyncedLocked unless the write was already synced.
+		_ = s.sealActiveLocked(a)
+	}
+	return s.waitSyncedLocked(my)
+}
+
+// waitSyncedLocked returns once the write numbered my is durable. Whoever finds no fsync in
+// flight starts one covering every write made so far; the others wait for it.
+func (s *Spool) waitSyncedLocked(my uint64) error {
+	for s.synced < my {
+		if s.err != nil {
+			return s.err
+		}
+		if s.syncing {
+			s.cond.Wait()
+			continue
+		}
+		if s.active == nil {
+			return errors.New("BUG: unsynced write without an active segment")
+		}
+		s.syncing = true
+		target := s.written
+		f := s.active.f
+		s.mu.Unlock()
+		if s.testHookBeforeSync != nil {
+			s.testHookBeforeSync()
+		}
+		err := f.Sync()
+		s.syncs.Add(1)
+		s.mu.Lock()
+		s.syncing = false
+		if err != nil {
+			s.failLocked(fmt.Errorf("cannot fsync %s: %w", f.Name(), err))
+		} else {
+			s.synced = max(s.synced, target)
+		}
+		s.cond.Broadcast()
+	}
+	return nil
+}
+
+// createActiveLocked creates a new active segment with its header.
+func (s *Spool) createActiveLocked() error {
+	seq := s.nextSeq
+	s.nextSeq++
+	path := s.segmentPath(seq, activeExt)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot create segment: %w", err)
+	}
+	created := time.Unix(0, time.Now().UnixNano())
+	if _, err := f.Write(appendHeader(nil, created)); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return fmt.Errorf("cannot write segment header to %s: %w", path, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return err
+	}
+	s.active = &activeSegment{segment: segment{seq: seq, created: created, bytes: headerSize}, f: f}
+	return nil
+}
+
+// Seal closes the active segment (atomic rename from .active to .seg) so Drain can see it. It is
+// a cheap no-op when the active segment is empty.
+func (s *Spool) Seal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if s.active == nil || s.active.records == 0 {
+		return nil
+	}
+	return s.sealActiveLocked(s.active)
+}
+
+// sealActiveLocked fsyncs a, closes it, renames it to its sealed name and fsyncs the directory.
+// It does nothing when a is no longer the active segment (another goroutine sealed it).
+func (s *Spool) sealActiveLocked(a *activeSegment) error {
+	for s.syncing {
+		s.cond.Wait()
+	}
+	if s.active != a {
+		return nil
+	}
+	if s.err != nil {
+		return s.err
+	}
+	err := a.f.Sync()
+	s.syncs.Add(1)
+	if err != nil {
+		return s.failLocked(fmt.Errorf("cannot fsync %s: %w", a.f.Name(), err))
+	}
+	s.synced = s.written
+	s.cond.Broadcast()
+	// From here on the records are durable: a failure below leaves a .active file that the next
+	// Open recovers.
+	s.active = nil
+	if err := a.f.Close(); err != nil {
+		return s.failLocked(fmt.Errorf("cannot close %s: %w", a.f.Name(), err))
+	}
+	if err := os.Rename(a.f.Name(), s.segmentPath(a.seq, sealedExt)); err != nil {
+		return s.failLocked(fmt.Errorf("cannot seal segment: %w", err))
+	}
+	if err := syncDir(s.dir); err != nil {
+		return s.failLocked(err)
+	}
+	seg := a.segment
+	s.sealed = append(s.sealed, &seg)
+	return nil
+}
+
+// failLocked makes err sticky: the on-disk state of the active segment is unknown after a failed
+// fsync, so Append and Seal refuse to continue. Drain keeps working; a new Open recovers.
+func (s *Spool) failLocked(err error) error {
+	if s.err == nil {
+		s.err = err
+		s.log.Error("spool: appends stop until the spool is reopened", "dir", s.dir, "err", err)
+	}
+	s.cond.Broadcast()
+	return err
+}
+
+// Stats returns what is pending. It is cheap: the numbers are kept in memory.
+func (s *Spool) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Failed: s.failed, Syncs: s.syncs.Load()}
+	for _, seg := range s.sealed {
+		st.add(seg)
+	}
+	if s.active != nil && s.active.records > 0 {
+		st.add(&s.active.segment)
+	}
+	return st
+}
+
+func (st *Stats) add(seg *segment) {
+	if st.Segments == 0 {
+		st.Oldest = seg.created
+	}
+	st.Segments++
+	st.Records += seg.records
+	st.Bytes += seg.bytes
+}
+
+// Close seals the active segment and closes the Spool. A Drain in progress finishes on its own.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if a := s.active; a != nil {
+		if a.records > 0 {
+			err = s.sealActiveLocked(a)
+		}
+		if s.active == a {
+			// Empty, or the seal failed before closing it.
+			if cerr := a.f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("cannot close %s: %w", a.f.Name(), cerr)
+			}
+			if a.records == 0 {
+				if rerr := os.Remove(a.f.Name()); rerr != nil && err == nil {
+					err = fmt.Errorf("cannot remove empty segment: %w", rerr)
+				}
+			}
+			s.active = nil
+		}
+	}
+	s.cond.Broadcast()
+	if cerr := s.lock.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("cannot release the spool lock: %w", cerr)
+	}
+	return err
+}
+
+func (s *Spool) segmentPath(seq uint64, ext string) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%0*d%s", seqDigits, seq, ext))
+}
+
+// parseName parses NNNNNNNNNNNNNNNNNNNN.active and NNNNNNNNNNNNNNNNNNNN.seg.
+func parseName(name string) (seq uint64, ext string, ok bool) {
+	switch {
+	case strings.HasSuffix(name, activeExt):
+		ext = activeExt
+	case strings.HasSuffix(name, sealedExt):
+		ext = sealedExt
+	default:
+		return 0, "", false
+	}
+	digits := strings.TrimSuffix(name, ext)
+	if len(digits) != seqDigits {
+		return 0, "", false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+	}
+	seq, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return seq, ext, true
+}
+
+// syncDir fsyncs a directory so that creates, renames and deletes in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot open directory for fsync: %w", err)
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close()
+		return fmt.Errorf("cannot fsync directory %s: %w", dir, err)
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("cannot close directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -19,10 +19,12 @@ type PushRequest struct {
 	Reply chan PushReply // buffered, capacity 1
 }
 
-// PushReply is the answer to a PushRequest.
+// PushReply is the answer to a PushRequest: stored (Results), or written to the disk spool
+// (Buffered), or neither (Err).
 type PushReply struct {
-	Results []persistence.PushResult
-	Err     error
+	Results  []persistence.PushResult
+	Buffered bool
+	Err      error
 }
 
 // PopRequest pops for one consumer; with Wait it parks until messages arrive or Deadline.
@@ -41,6 +43,7 @@ type PopRequest struct {
 type PopReply struct {
 	Result   persistence.PopResult
 	TimedOut bool
+	Paused   bool // pop maintenance is on
 	Err      error
 }
 
@@ -58,7 +61,14 @@ type (
 		results []persistence.PushResult
 		err     error
 	}
-	popDone struct {
+	// pushTooSlow fires when a push has waited SpoolAfter on PostgreSQL.
+	pushTooSlow struct{ req *PushRequest }
+	spoolDone   struct {
+		req *PushRequest
+		err error
+	}
+	pausePops struct{}
+	popDone   struct {
 		w      *waiter
 		result persistence.PopResult
 		err    error

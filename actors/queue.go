@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"queen/persistence"
+	"queen/spool"
 )
 
 // WaitOptions is the re-check schedule of parked pops: the floor under which a lost wake-up
@@ -36,6 +38,11 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 type Deps struct {
 	Store        *persistence.Store
 	Push         *persistence.Batcher[persistence.PushJob]
+	Spool        *spool.Spool
+	SpoolAfter   time.Duration // a push that waits this long on PostgreSQL is spooled instead
+	Maintenance  *Maintenance
+	DBHealthy    *atomic.Bool                            // false while PostgreSQL refuses pushes; the spool drain restores it
+	OnPushed     func(queue string, partitions []string) // tells the mesh; may be nil
 	Wait         WaitOptions
 	QueryTimeout time.Duration // bound on one pop's database work
 	IdleTimeout  time.Duration // an actor with nothing to do stops after this long
@@ -60,25 +67,36 @@ type queueActor struct {
 	received int       // requests the router forwarded, for the passivation handshake
 	timer    *time.Timer
 	draining bool
-	parked   *metrics.Gauge
-	gauge    string // the parked gauge's full name, to unregister it on passivation
+	// pushes waiting on PostgreSQL, with the timer that spools them if it does not answer
+	pushes map[*PushRequest]*time.Timer
+	parked *metrics.Gauge
+	gauge  string // the parked gauge's full name, to unregister it on passivation
 }
 
 func (a *queueActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
+		a.pushes = map[*PushRequest]*time.Timer{}
 		a.gauge = `queen_queue_parked_consumers{queue="` + labelValue(a.name) + `"}`
 		a.parked = a.deps.Metrics.GetOrCreateGauge(a.gauge, nil)
 	case *PushRequest:
 		a.received++
 		a.push(ctx, m)
 	case *pushDone:
-		a.inflight--
-		m.req.Reply <- PushReply{Results: m.results, Err: m.err}
-		if m.err == nil {
-			a.wake(ctx, pushedPartitions(m.req, m.results))
+		a.pushDone(ctx, m)
+	case *pushTooSlow:
+		if t, ok := a.pushes[m.req]; ok {
+			t.Stop()
+			delete(a.pushes, m.req)
+			a.deps.Log.Warn("PostgreSQL did not take a push in time; spooling it", "queue", a.name, "wait", a.deps.SpoolAfter)
+			a.spoolPush(ctx, m.req)
 		}
+	case *spoolDone:
+		a.inflight--
+		m.req.Reply <- PushReply{Buffered: m.err == nil, Err: m.err}
+	case pausePops:
+		a.check(ctx)
 	case *PopRequest:
 		a.received++
 		w := &waiter{req: m}
@@ -117,15 +135,77 @@ func labelValue(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
 
+// push stores a push in PostgreSQL, or in the disk spool when push maintenance is on, when
+// PostgreSQL is known to be down, or when the spool still holds records (a push must not
+// overtake one spooled before it). A push PostgreSQL does not take within SpoolAfter, or
+// refuses for being unreachable, is spooled too: it never hangs on the database.
 func (a *queueActor) push(ctx actor.Context, m *PushRequest) {
+	if a.deps.Maintenance.Push() || !a.deps.DBHealthy.Load() || a.deps.Spool.Stats().Records > 0 {
+		a.spoolPush(ctx, m)
+		return
+	}
 	a.inflight++
 	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.pushes[m] = time.AfterFunc(a.deps.SpoolAfter, func() { root.Send(self, &pushTooSlow{req: m}) })
 	a.deps.Push.Submit(persistence.PushJob{
 		Items: m.Items,
 		Done: func(res []persistence.PushResult, err error) {
 			root.Send(self, &pushDone{req: m, results: res, err: err})
 		},
 	})
+}
+
+func (a *queueActor) pushDone(ctx actor.Context, m *pushDone) {
+	a.inflight--
+	t, waiting := a.pushes[m.req]
+	if waiting {
+		t.Stop()
+		delete(a.pushes, m.req)
+	}
+	if m.err == nil {
+		a.deps.DBHealthy.Store(true)
+		if waiting {
+			m.req.Reply <- PushReply{Results: m.results}
+		}
+		// Even when the push was spooled meanwhile, what committed can be consumed now; its
+		// replay will find the transactionIds and store nothing twice.
+		parts := pushedPartitions(m.req, m.results)
+		a.wake(ctx, parts)
+		if a.deps.OnPushed != nil && len(parts) > 0 {
+			a.deps.OnPushed(a.name, parts)
+		}
+		return
+	}
+	if !waiting {
+		return // already answered from the spool
+	}
+	if persistence.IsUnavailable(m.err) {
+		if a.deps.DBHealthy.Swap(false) {
+			a.deps.Log.Warn("PostgreSQL unreachable: pushes go to the disk spool until it is back", "err", m.err)
+		}
+		a.spoolPush(ctx, m.req)
+		return
+	}
+	m.req.Reply <- PushReply{Err: m.err}
+}
+
+// spoolPush appends the push to the disk spool off the actor (the append waits for fsync).
+func (a *queueActor) spoolPush(ctx actor.Context, m *PushRequest) {
+	a.inflight++
+	self, root, sp := ctx.Self(), ctx.ActorSystem().Root, a.deps.Spool
+	go func() {
+		records := make([][]byte, len(m.Items))
+		var err error
+		for i, it := range m.Items {
+			if records[i], err = persistence.EncodeSpoolRecord(it); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = sp.Append(records)
+		}
+		root.Send(self, &spoolDone{req: m, err: err})
+	}()
 }
 
 // pushedPartitions lists the partitions that received new messages.
@@ -161,6 +241,8 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 		a.answer(w, PopReply{Err: m.err})
 	case len(m.result.Messages) > 0 || !w.req.Wait:
 		a.answer(w, PopReply{Result: m.result})
+	case a.deps.Maintenance.Pop():
+		a.answer(w, PopReply{Paused: true})
 	case a.draining || !now.Before(w.req.Deadline) || gone(w):
 		a.answer(w, PopReply{Result: m.result, TimedOut: true})
 	default:
@@ -219,6 +301,8 @@ func (a *queueActor) check(ctx actor.Context) {
 		switch {
 		case gone(w):
 			a.answer(w, PopReply{TimedOut: true})
+		case a.deps.Maintenance.Pop():
+			a.answer(w, PopReply{Paused: true})
 		case a.draining || !now.Before(w.req.Deadline):
 			a.answer(w, PopReply{TimedOut: true})
 		case !now.Before(w.next):

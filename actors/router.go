@@ -44,6 +44,10 @@ func (r *router) Receive(ctx actor.Context) {
 		for _, c := range r.children {
 			ctx.Send(c.pid, m)
 		}
+	case pausePops:
+		for _, c := range r.children {
+			ctx.Send(c.pid, m)
+		}
 	}
 }
 

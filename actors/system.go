@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"log/slog"
-
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -15,10 +13,7 @@ type System struct {
 // Start creates the actor system.
 func Start(deps *Deps) *System {
 	log := deps.Log.With("subsystem", "actors")
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		// The actor library logs every start at info; only its warnings interest an operator.
-		return slog.New(levelFloor{log.Handler(), slog.LevelWarn})
-	}))
+	sys := NewActorSystem(log)
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &router{deps: deps, children: map[string]*child{}}
 	}))
@@ -39,6 +34,9 @@ func (s *System) Wake(queue string, partitions []string) {
 // Drain answers every parked pop and stops parking new ones: the first step of shutdown, so
 // the HTTP server can finish its requests.
 func (s *System) Drain() { s.sys.Root.Send(s.router, drain{}) }
+
+// PausePops answers every parked pop at once; call it after turning pop maintenance on.
+func (s *System) PausePops() { s.sys.Root.Send(s.router, pausePops{}) }
 
 // Stop stops every actor.
 func (s *System) Stop() { s.sys.Shutdown() }

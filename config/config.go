@@ -6,7 +6,9 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +54,21 @@ type Config struct {
 	EvictionBatchSize    int
 	PartitionCleanupDays int
 
+	// Disk spool (push maintenance and database outages).
+	SpoolDir      string        // FILE_BUFFER_DIR (default QUEEN_DATA_DIR/spool)
+	SpoolFlush    time.Duration // FILE_BUFFER_FLUSH_MS: drain cadence
+	SpoolMaxBatch int           // FILE_BUFFER_MAX_BATCH: records per replay transaction
+	SpoolAfter    time.Duration // FILE_BUFFER_DB_WAIT_MS: how long a push waits on PostgreSQL before it is spooled
+	FlagsRefresh  time.Duration // QUEEN_CACHE_REFRESH_INTERVAL_MS: re-read of the maintenance flags
+	MeshEnabled   bool          // QUEEN_SYNC_ENABLED
+	MeshPeers     []string      // QUEEN_MESH_PEERS (alias QUEEN_UDP_PEERS), host:port
+	MeshPort      int           // QUEEN_MESH_PORT (alias QUEEN_UDP_NOTIFY_PORT)
+	MeshBindAddr  string        // QUEEN_MESH_BIND_ADDR (default QUEEN_BIND_ADDR)
+	MeshSecret    string        // QUEEN_SYNC_SECRET
+	MeshHeartbeat time.Duration // QUEEN_SYNC_HEARTBEAT_MS
+	MeshDeadAfter time.Duration // QUEEN_SYNC_DEAD_THRESHOLD_MS
+	AdvertiseHost string        // QUEEN_MESH_ADVERTISE_HOST
+
 	ServerID   string // QUEEN_SERVER_ID
 	PprofAddr  string // QUEEN_PPROF_ADDR: serve net/http/pprof there when set (keep it on loopback)
 	LogLevel   slog.Level
@@ -96,11 +113,24 @@ func Load(getenv func(string) string) (Config, error) {
 		EvictionBatchSize:    r.intIn(1000, 1, 1000000, "EVICTION_BATCH_SIZE"),
 		PartitionCleanupDays: r.intIn(30, 0, 100000, "PARTITION_CLEANUP_DAYS"),
 
-		PprofAddr:  r.str("", "QUEEN_PPROF_ADDR"),
-		LogLevel:   r.level("LOG_LEVEL"),
-		JWTEnabled: r.boolean(false, "JWT_ENABLED"),
+		SpoolFlush:    r.millis(100, "FILE_BUFFER_FLUSH_MS"),
+		SpoolMaxBatch: r.intIn(100, 1, 100000, "FILE_BUFFER_MAX_BATCH"),
+		SpoolAfter:    r.millis(2000, "FILE_BUFFER_DB_WAIT_MS"),
+		FlagsRefresh:  r.millis(10000, "QUEEN_CACHE_REFRESH_INTERVAL_MS"),
+		MeshEnabled:   r.boolean(true, "QUEEN_SYNC_ENABLED"),
+		MeshPort:      r.intIn(6633, 1, 65535, "QUEEN_MESH_PORT", "QUEEN_UDP_NOTIFY_PORT"),
+		MeshSecret:    r.str("", "QUEEN_SYNC_SECRET"),
+		MeshHeartbeat: r.millis(1000, "QUEEN_SYNC_HEARTBEAT_MS"),
+		MeshDeadAfter: r.millis(5000, "QUEEN_SYNC_DEAD_THRESHOLD_MS"),
+		AdvertiseHost: r.str(host, "QUEEN_MESH_ADVERTISE_HOST"),
+		PprofAddr:     r.str("", "QUEEN_PPROF_ADDR"),
+		LogLevel:      r.level("LOG_LEVEL"),
+		JWTEnabled:    r.boolean(false, "JWT_ENABLED"),
 	}
 	c.ServerID = r.str(fmt.Sprintf("%s:%d", host, c.Port), "QUEEN_SERVER_ID")
+	c.SpoolDir = r.str(filepath.Join(c.DataDir, "spool"), "FILE_BUFFER_DIR")
+	c.MeshBindAddr = r.str(c.BindAddr, "QUEEN_MESH_BIND_ADDR")
+	c.MeshPeers = r.peers(c.MeshPort, "QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS")
 	if c.PopWaitBackoffMultiplier < 1 {
 		r.fail("POP_WAIT_BACKOFF_MULTIPLIER", fmt.Sprint(c.PopWaitBackoffMultiplier), "must be at least 1")
 	}
@@ -206,6 +236,33 @@ func (r *reader) oneOf(def string, allowed []string, names ...string) string {
 	}
 	r.fail(name, v, "must be one of "+strings.Join(allowed[1:], ", "))
 	return def
+}
+
+// peers reads a comma-separated list of host or host:port (an http:// or https:// prefix is
+// dropped, a bare host gets the mesh port), as the reference accepts them.
+func (r *reader) peers(port int, names ...string) []string {
+	name, v, ok := r.lookup(names...)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		p = strings.TrimPrefix(strings.TrimPrefix(p, "http://"), "https://")
+		if p == "" {
+			continue
+		}
+		host, portStr, err := net.SplitHostPort(p)
+		if err != nil {
+			host, portStr = p, strconv.Itoa(port)
+		}
+		if n, err := strconv.Atoi(portStr); err != nil || n < 1 || n > 65535 || host == "" {
+			r.fail(name, v, "must be a comma-separated list of host or host:port")
+			return nil
+		}
+		out = append(out, net.JoinHostPort(host, portStr))
+	}
+	return out
 }
 
 func (r *reader) level(name string) slog.Level {

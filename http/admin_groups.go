@@ -133,7 +133,7 @@ func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue string) {
 		return
 	}
 	for _, q := range d.Queues {
-		s.Actors.Wake(q, nil)
+		s.Control.Notify(q, nil)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, deleteGroupJSON{
 		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: queue, Success: true,
@@ -251,7 +251,7 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	s.Actors.Wake(queue, nil)
+	s.Control.Notify(queue, nil)
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 

@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"time"
@@ -57,15 +58,20 @@ func textPtr(t pgtype.Text) *string {
 
 // pushResultJSON is one entry of the push answer, in the reference's mixed snake/camel case.
 // PartitionID and TraceID are omitted for duplicates (nil) and null for queued items.
+// A buffered item (spooled) carries queue, partition and transactionId as the reference's
+// spool path writes them.
 type pushResultJSON struct {
-	Error         string          `json:"error,omitempty"`
-	Index         int             `json:"index"`
-	MessageID     string          `json:"message_id,omitempty"`
-	PartitionID   json.RawMessage `json:"partition_id,omitempty"`
-	QueueName     string          `json:"queueName"`
-	Status        string          `json:"status"`
-	TraceID       json.RawMessage `json:"trace_id,omitempty"`
-	TransactionID string          `json:"transaction_id"`
+	Error              string          `json:"error,omitempty"`
+	Index              int             `json:"index"`
+	MessageID          string          `json:"message_id,omitempty"`
+	Partition          string          `json:"partition,omitempty"`
+	PartitionID        json.RawMessage `json:"partition_id,omitempty"`
+	Queue              string          `json:"queue,omitempty"`
+	QueueName          string          `json:"queueName"`
+	Status             string          `json:"status"`
+	TraceID            json.RawMessage `json:"trace_id,omitempty"`
+	TransactionIDCamel string          `json:"transactionId,omitempty"`
+	TransactionID      string          `json:"transaction_id"`
 }
 
 func jsonString(s *string) json.RawMessage {
@@ -86,17 +92,19 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusCreated, []pushResultJSON{})
 		return
 	}
-	results, err := s.storeItems(items)
+	results, status, err := s.storeItems(items)
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, results)
+	writeJSON(ctx, status, results)
 }
 
 // storeItems sends the items of each queue to that queue's actor and gathers the answers in
-// request order.
-func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, error) {
+// request order. The status is 200 when everything reached PostgreSQL, 201 when items went to
+// the disk spool (as the reference answers its synchronous path), 500 when the spool could not
+// take them either.
+func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 	type slot struct {
 		idx   []int
 		reply chan actors.PushReply
@@ -123,15 +131,33 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, error) {
 	for _, q := range order {
 		s.Actors.Push(&actors.PushRequest{Queue: q, Items: reqs[q], Reply: byQueue[q].reply})
 	}
-	deadline := time.Now().Add(s.Config.RequestDeadline)
+	status := fasthttp.StatusOK
+	// The actor answers from the spool when PostgreSQL is slow, so this deadline only guards
+	// against a stuck spool; it is generous on purpose.
+	deadline := time.Now().Add(s.Config.RequestDeadline + s.Config.SpoolAfter)
 	for _, q := range order {
 		sl := byQueue[q]
 		rep, err := await(sl.reply, time.Until(deadline))
-		if err == nil {
-			err = rep.Err
-		}
-		if err != nil {
-			return nil, err
+		switch {
+		case err != nil:
+			return nil, 0, err
+		case rep.Buffered:
+			status = max(status, fasthttp.StatusCreated)
+			for _, i := range sl.idx {
+				out[i].Status, out[i].Queue, out[i].Partition = "buffered", items[i].Queue, items[i].Partition
+				out[i].TransactionIDCamel = items[i].TransactionID
+			}
+			continue
+		case rep.Err != nil && rep.Results == nil && s.Maintenance.Push():
+			// Push maintenance and the spool refused the write.
+			slog.Error("cannot spool a push", "queue", q, "err", rep.Err)
+			status = fasthttp.StatusInternalServerError
+			for _, i := range sl.idx {
+				out[i].Status, out[i].Error = "failed", "File buffer write failed"
+			}
+			continue
+		case rep.Err != nil:
+			return nil, 0, rep.Err
 		}
 		for k, r := range rep.Results {
 			i := sl.idx[k]
@@ -144,7 +170,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, status, nil
 }
 
 // popMessageJSON is one delivered message.
@@ -169,6 +195,7 @@ type popJSON struct {
 	Partition          string           `json:"partition"`
 	PartitionID        *string          `json:"partitionId"`
 	PartitionsClaimed  *int             `json:"partitionsClaimed,omitempty"`
+	Paused             bool             `json:"paused,omitempty"`
 	Queue              string           `json:"queue"`
 	Success            bool             `json:"success"`
 	WindowBufferActive bool             `json:"windowBufferActive,omitempty"`
@@ -281,8 +308,12 @@ func (s *Server) pop(ctx *fasthttp.RequestCtx) {
 	writePop(ctx, req, rep)
 }
 
-// popOnce runs one pop through the queue's actor and waits for its answer.
+// popOnce runs one pop through the queue's actor and waits for its answer. Under pop
+// maintenance it answers at once without touching the database.
 func (s *Server) popOnce(ctx *fasthttp.RequestCtx, req persistence.PopRequest, wait bool, timeout time.Duration) (actors.PopReply, error) {
+	if s.Maintenance.Pop() {
+		return actors.PopReply{Paused: true}, nil
+	}
 	reply := make(chan actors.PopReply, 1)
 	pr := &actors.PopRequest{Pop: req, Wait: wait, Deadline: time.Now().Add(timeout), Reply: reply}
 	if wait {
@@ -302,10 +333,10 @@ func (s *Server) popOnce(ctx *fasthttp.RequestCtx, req persistence.PopRequest, w
 
 func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.PopReply) {
 	res := rep.Result
-	if rep.TimedOut {
+	if rep.TimedOut || rep.Paused {
 		writeJSON(ctx, fasthttp.StatusOK, popJSON{
 			ConsumerGroup: req.Group, Messages: []popMessageJSON{}, Partition: req.Partition,
-			Queue: req.Queue, Success: true,
+			Queue: req.Queue, Success: true, Paused: rep.Paused,
 		})
 		return
 	}
@@ -541,7 +572,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		// Unlike the reference, transactional pushes wake parked pops too.
 		for _, op := range ops {
 			for _, it := range op.Push {
-				s.Actors.Wake(it.Queue, []string{it.Partition})
+				s.Control.Notify(it.Queue, []string{it.Partition})
 			}
 		}
 	}

@@ -30,6 +30,9 @@ type Deps struct {
 	Log     *slog.Logger
 	Version string
 	Metrics *metrics.Set // this broker's own series (several brokers can share a process in tests)
+
+	Maintenance *actors.Maintenance
+	Control     Control
 }
 
 // Server serves the Queen HTTP API.
@@ -120,6 +123,16 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", admin, s.deleteConsumerGroupQueue},
 		{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", readWrite, s.seekQueue},
 		{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", readWrite, s.seekPartition},
+
+		{"GET", "/api/v1/status/buffers", readOnly, s.bufferStatus},
+		{"GET", "/api/v1/system/maintenance", admin, s.getMaintenance},
+		{"POST", "/api/v1/system/maintenance", admin, s.setMaintenance},
+		{"GET", "/api/v1/system/maintenance/pop", admin, s.getPopMaintenance},
+		{"POST", "/api/v1/system/maintenance/pop", admin, s.setPopMaintenance},
+		{"GET", "/api/v1/system/shared-state", admin, s.sharedState},
+		{"GET", "/internal/api/shared-state/stats", admin, s.sharedState},
+		{"GET", "/internal/api/inter-instance/stats", admin, s.sharedState},
+		{"POST", "/internal/api/notify", admin, s.notify},
 	}
 }
 

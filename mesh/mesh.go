@@ -13,6 +13,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/asynkron/protoactor-go/actor"
+
+	"queen/actors"
 )
 
 // Config configures a Mesh.
@@ -110,10 +112,7 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 		lastSeen:    map[string]*atomic.Int64{},
 	}
 	m.stats.register(cfg.Metrics)
-	m.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		// The actor library logs every start and dead letter at info; only its warnings matter.
-		return slog.New(levelFloor{log.Handler(), slog.LevelWarn})
-	}))
+	m.sys = actors.NewActorSystem(log)
 
 	if len(cfg.Secret) == 0 {
 		log.Warn("mesh is unauthenticated: QUEEN_SYNC_SECRET is empty; firewall the mesh port to the peer brokers")

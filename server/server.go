@@ -21,8 +21,10 @@ import (
 	"queen/actors"
 	"queen/config"
 	queenhttp "queen/http"
+	"queen/mesh"
 	"queen/persistence"
 	"queen/persistence/localpg"
+	"queen/spool"
 )
 
 // Version is the broker version reported by /health.
@@ -43,6 +45,8 @@ type Broker struct {
 	served  chan error
 	jobs    *jobs
 	pprof   *http.Server // nil unless QUEEN_PPROF_ADDR is set
+	spool   *spool.Spool
+	control *control
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -54,6 +58,9 @@ type Options struct {
 	ConnString string
 	// Listener overrides the HTTP listener (tests listen on 127.0.0.1:0).
 	Listener net.Listener
+	// MeshListener overrides the mesh listener (tests bind every broker's first, so each
+	// knows its peers' addresses).
+	MeshListener net.Listener
 }
 
 // Start boots a broker and starts serving HTTP. On error everything already started is stopped.
@@ -83,14 +90,35 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	b.store = persistence.NewStore(b.pool)
 	log.Info("database ready", "pool_size", cfg.DBPoolSize)
 
+	if b.spool, err = spool.Open(spool.Options{Dir: cfg.SpoolDir, Log: log.With("subsystem", "spool")}); err != nil {
+		return nil, fmt.Errorf("cannot open the spool in FILE_BUFFER_DIR %s: %w", cfg.SpoolDir, err)
+	}
+	st := b.spool.Stats()
+	log.Info("spool ready", "dir", cfg.SpoolDir, "pending_records", st.Records, "failed_records", st.Failed)
+	b.control = newControl(cfg, log, b.store, b.spool)
+	if err = b.control.loadFlags(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
+
 	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.MaxConcurrent}
 	b.push = b.store.NewPushBatcher(fusion)
 	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.MaxConcurrent})
 	set := metrics.NewSet()
+	ctl := b.control
 	b.actors = actors.Start(&actors.Deps{
-		Metrics: set,
-		Store:   b.store,
-		Push:    b.push,
+		Metrics:     set,
+		Store:       b.store,
+		Push:        b.push,
+		Spool:       b.spool,
+		SpoolAfter:  cfg.SpoolAfter,
+		Maintenance: ctl.maint,
+		DBHealthy:   &ctl.dbHealthy,
+		OnPushed: func(queue string, partitions []string) {
+			if ctl.mesh != nil {
+				ctl.mesh.MessageAvailable(queue, partitions)
+			}
+		},
 		Wait: actors.WaitOptions{
 			Initial: cfg.PopWaitInitialInterval, Threshold: cfg.PopWaitBackoffThreshold,
 			Multiplier: cfg.PopWaitBackoffMultiplier, Max: cfg.PopWaitMaxInterval,
@@ -99,14 +127,22 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		IdleTimeout:  2 * time.Minute,
 		Log:          log,
 	})
+	ctl.actors = b.actors
 	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "in_flight", cfg.MaxConcurrent)
+	if err = b.startMesh(set, opts.MeshListener); err != nil {
+		b.actors.Stop()
+		return nil, err
+	}
 
 	if cfg.JWTEnabled {
 		return nil, errors.New("JWT_ENABLED=true is not supported by this build yet")
 	}
 	log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
 
-	b.http = queenhttp.New(queenhttp.Deps{Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Metrics: set})
+	b.http = queenhttp.New(queenhttp.Deps{
+		Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Metrics: set,
+		Maintenance: ctl.maint, Control: ctl,
+	})
 	b.ln = opts.Listener
 	if b.ln == nil {
 		addr := net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port))
@@ -119,12 +155,55 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		}
 	}
 	b.jobs = startJobs(b.store, cfg, log)
+	ctl.start()
 	if cfg.PprofAddr != "" {
 		b.pprof = startPprof(cfg.PprofAddr, log)
 	}
 	go func() { b.served <- b.http.Serve(b.ln) }()
 	log.Info("http listening", "addr", b.ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes)
 	return b, nil
+}
+
+// startMesh links this broker to its peers when QUEEN_SYNC_ENABLED and QUEEN_MESH_PEERS say so.
+func (b *Broker) startMesh(set *metrics.Set, ln net.Listener) error {
+	cfg := b.cfg
+	peers := otherPeers(cfg)
+	if !cfg.MeshEnabled || len(peers) == 0 {
+		b.log.Info("mesh off: single broker, wake-ups stay in process", "sync_enabled", cfg.MeshEnabled, "peers", len(peers))
+		return nil
+	}
+	m, err := mesh.Start(mesh.Config{
+		ServerID:   cfg.ServerID,
+		ListenAddr: net.JoinHostPort(cfg.MeshBindAddr, strconv.Itoa(cfg.MeshPort)),
+		Listener:   ln,
+		Peers:      peers,
+		Secret:     []byte(cfg.MeshSecret),
+		Heartbeat:  cfg.MeshHeartbeat,
+		DeadAfter:  cfg.MeshDeadAfter,
+		Log:        b.log.With("subsystem", "mesh"),
+		Metrics:    set,
+	}, b.control)
+	if err != nil {
+		return fmt.Errorf("cannot start the mesh on port %d (QUEEN_MESH_PORT): %w", cfg.MeshPort, err)
+	}
+	b.control.mesh = m
+	b.log.Info("mesh started", "addr", m.Addr(), "peers", peers, "authenticated", cfg.MeshSecret != "")
+	return nil
+}
+
+// otherPeers drops this broker from the peer list, so every broker can share one list.
+func otherPeers(cfg config.Config) []string {
+	self := map[string]bool{}
+	for _, h := range []string{cfg.AdvertiseHost, cfg.MeshBindAddr, "localhost", "127.0.0.1", "::1"} {
+		self[net.JoinHostPort(h, strconv.Itoa(cfg.MeshPort))] = true
+	}
+	var out []string
+	for _, p := range cfg.MeshPeers {
+		if !self[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // database starts the local PostgreSQL when PG_HOST is unset and returns how to reach the server.
@@ -184,8 +263,15 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	err := b.http.Shutdown(ctx)
 	b.push.Close()
 	b.ack.Close()
+	b.control.stop()
+	if b.control.mesh != nil {
+		b.control.mesh.Close()
+	}
 	b.actors.Stop()
 	b.jobs.stop()
+	if cerr := b.spool.Close(); cerr != nil {
+		b.log.Error("cannot close the spool", "err", cerr)
+	}
 	b.pool.Close()
 	b.stopDatabase()
 	b.log.Info("broker stopped")

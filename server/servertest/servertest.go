@@ -30,7 +30,17 @@ type Client struct {
 // configuration variables (as the environment would). The broker stops when the test ends.
 func Start(t testing.TB, connString string, env map[string]string) *Client {
 	t.Helper()
-	cfg, err := config.Load(func(k string) string { return env[k] })
+	// Each broker gets a spool of its own unless the test shares one on purpose (restarts).
+	spoolDir := env["FILE_BUFFER_DIR"]
+	if spoolDir == "" {
+		spoolDir = t.TempDir()
+	}
+	cfg, err := config.Load(func(k string) string {
+		if k == "FILE_BUFFER_DIR" {
+			return spoolDir
+		}
+		return env[k]
+	})
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

@@ -37,7 +37,7 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 // Deps is what queue actors need from the rest of the broker.
 type Deps struct {
 	Store        *persistence.Store
-	Push         *persistence.Batcher[persistence.PushJob]
+	Push         *persistence.PushLanes
 	Spool        *spool.Spool
 	SpoolAfter   time.Duration // a push that waits this long on PostgreSQL is spooled instead
 	Maintenance  *Maintenance

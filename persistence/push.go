@@ -38,13 +38,38 @@ type PushResult struct {
 
 // Push stores items in one transaction and returns one result per item, in order.
 func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
-	var out []PushResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = pushInTx(ctx, tx, items)
-		return err
-	})
-	return out, err
+	for attempt := 0; ; attempt++ {
+		out, err := s.pushPipelined(ctx, items)
+		if err == nil || attempt >= 4 || !isRetryable(err) {
+			return out, err
+		}
+	}
+}
+
+// pushPipelined runs a push in two round trips: BEGIN travels with the first batch and COMMIT
+// with the second, instead of a round trip each. The partition locks taken in the first are
+// held for one round trip and the commit, which is what bounds a hot partition's throughput.
+func (s *Store) pushPipelined(ctx context.Context, items []PushItem) ([]PushResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot acquire a connection for a push: %w", err)
+	}
+	defer conn.Release()
+	out, err := pushInTx(ctx, conn.Conn(), items, true)
+	if err != nil {
+		// The transaction may be open or aborted; end it before the connection is reused, or
+		// drop the connection if even that fails.
+		if _, rerr := conn.Exec(context.Background(), "ROLLBACK"); rerr != nil {
+			_ = conn.Conn().Close(context.Background())
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// batchSender is a pgx.Tx, or a connection whose transaction the batches open and close.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 type partitionKey struct{ queue, partition string }
@@ -58,7 +83,10 @@ type dedupKey struct {
 // lock serialises pushes per partition so sequence order equals commit order, and id order keeps
 // two concurrent batches from deadlocking), finds transactionIds already stored, numbers the new
 // messages after each partition's head and inserts them with one unnest statement.
-func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, error) {
+//
+// With explicit, tx is a bare connection: the first batch opens the transaction and the second
+// commits it.
+func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bool) ([]PushResult, error) {
 	queues := map[string]bool{}
 	parts := map[partitionKey]bool{}
 	for _, it := range items {
@@ -84,6 +112,9 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 	}
 
 	b := &pgx.Batch{}
+	if explicit {
+		b.Queue("BEGIN")
+	}
 	// Namespace and task derive from the queue name (ns.task...) as in the reference.
 	b.Queue(`INSERT INTO queen.queues (name, namespace, task)
 		SELECT n, split_part(n, '.', 1), split_part(n, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
@@ -106,6 +137,12 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 		CROSS JOIN LATERAL (SELECT m.id FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx) m`,
 		txQ, txP, txIDs)
 	br := tx.SendBatch(ctx, b)
+	if explicit {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cannot begin a push: %w", err)
+		}
+	}
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return nil, fmt.Errorf("cannot create queues: %w", err)
@@ -198,7 +235,14 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 		colEnc = append(colEnc, it.Encrypted)
 		colSub = append(colSub, it.ProducerSub)
 	}
+	b = &pgx.Batch{}
 	if len(colID) == 0 {
+		if explicit {
+			b.Queue("COMMIT")
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return nil, fmt.Errorf("cannot commit a push: %w", err)
+			}
+		}
 		return out, nil
 	}
 	headIDs := make([][16]byte, 0, len(head))
@@ -207,12 +251,14 @@ func pushInTx(ctx context.Context, tx pgx.Tx, items []PushItem) ([]PushResult, e
 		headIDs = append(headIDs, id)
 		headSeqs = append(headSeqs, seq)
 	}
-	b = &pgx.Batch{}
 	b.Queue(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, trace_id, payload, is_encrypted, producer_sub)
 		SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[], $4::text[], $5::uuid[], $6::jsonb[], $7::bool[], $8::text[])`,
 		colPart, colSeq, colID, colTx, colTrace, colPayload, colEnc, colSub)
 	b.Queue(`UPDATE queen.partitions p SET last_seq = v.seq, last_message_at = now()
 		FROM unnest($1::uuid[], $2::int8[]) AS v(id, seq) WHERE p.id = v.id AND p.last_seq < v.seq`, headIDs, headSeqs)
+	if explicit {
+		b.Queue("COMMIT")
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("cannot insert messages: %w", err)
 	}

@@ -49,6 +49,10 @@ func OpenPool(ctx context.Context, connString string, o PoolOptions) (*pgxpool.P
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "queen"
+	// Plan every execution with the table sizes of the moment. A cached generic plan is made
+	// once per connection, typically on a fresh, empty database, and kept: its duplicate probe
+	// then walked whole partitions and pushes ran 10-20x slower until the broker restarted.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	if o.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(o.StatementTimeout.Milliseconds())
 	}

@@ -44,7 +44,7 @@ func (s *Store) Transaction(ctx context.Context, ops []TxOp) (results []TxOpResu
 				}
 				continue
 			}
-			res, err := pushInTx(ctx, tx, op.Push)
+			res, err := pushInTx(ctx, tx, op.Push, false)
 			if err != nil {
 				return err
 			}

@@ -37,7 +37,7 @@ type Broker struct {
 	localPG *localpg.Cluster
 	pool    *pgxpool.Pool
 	store   *persistence.Store
-	push    *persistence.Batcher[persistence.PushJob]
+	push    *persistence.PushLanes
 	ack     *persistence.Batcher[persistence.AckJob]
 	actors  *actors.System
 	http    *queenhttp.Server
@@ -102,7 +102,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
 
 	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.MaxConcurrent}
-	b.push = b.store.NewPushBatcher(fusion)
+	b.push = b.store.NewPushLanes(fusion)
 	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.MaxConcurrent})
 	set := metrics.NewSet()
 	ctl := b.control

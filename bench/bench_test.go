@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"queen/persistence/pgtest"
+	"queen/server/servertest"
+)
+
+// The smoke runs every scenario for a second or two with small parameters against an
+// in-process broker and asserts that its verification passed and messages flowed. It never
+// looks at a rate or a latency: CI machines vary too much for thresholds to mean anything.
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// target starts a broker on a fresh database; the database also serves the ceiling scenario.
+func target(t *testing.T) *Target {
+	t.Helper()
+	db := pgtest.NewDatabase(t)
+	c := servertest.Start(t, db, nil)
+	tg := &Target{URL: c.Base, PGConn: db}
+	if err := tg.probe(); err != nil {
+		t.Fatal(err)
+	}
+	if !tg.Native {
+		t.Fatal("the in-process broker was not recognised as this project's broker by /health")
+	}
+	return tg
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func requireVerified(t *testing.T, r *Result, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Verified {
+		t.Fatalf("%s: verification failed:\n%s", r.Label, strings.Join(r.Failures, "\n"))
+	}
+	if r.Scenario != "wake" && r.Messages == 0 {
+		t.Fatalf("%s: no message measured: %+v", r.Label, r)
+	}
+	t.Logf("%s: %.0f msg/s, p50 %.1f ms, notes %q", r.Label, r.MsgPerSec, r.Latency.P50, r.Notes)
+}
+
+// Warmup 0: a warmup would consume the small pre-filled queues before the window opens.
+const smoke = 1500 * time.Millisecond
+
+func TestCeilingSmoke(t *testing.T) {
+	r, err := RunCeiling(ctx(t), target(t), CeilingConfig{Batch: 20, Size: 128, Conns: 2, Partitions: 3, Duration: smoke})
+	requireVerified(t, r, err)
+}
+
+func TestPushSmoke(t *testing.T) {
+	r, err := RunPush(ctx(t), target(t), PushConfig{Batch: 10, Size: 128, Partitions: 3, Conns: 3, Duration: smoke})
+	requireVerified(t, r, err)
+}
+
+func TestConsumeSmoke(t *testing.T) {
+	r, err := RunConsume(ctx(t), target(t), ConsumeConfig{Messages: 3000, Consumers: 3, Batch: 50, Size: 128, Partitions: 3, Duration: smoke})
+	requireVerified(t, r, err)
+}
+
+func TestConsumeAutoAckSmoke(t *testing.T) {
+	r, err := RunConsume(ctx(t), target(t), ConsumeConfig{Messages: 3000, Consumers: 3, Batch: 50, AutoAck: true, Size: 128, Partitions: 3, Duration: smoke})
+	requireVerified(t, r, err)
+}
+
+func TestFanOutSmoke(t *testing.T) {
+	r, err := RunConsume(ctx(t), target(t), ConsumeConfig{Messages: 2000, Consumers: 2, Groups: 2, Batch: 50, Size: 128, Partitions: 3, Duration: smoke})
+	requireVerified(t, r, err)
+}
+
+func TestMixedSmoke(t *testing.T) {
+	r, err := RunMixed(ctx(t), target(t), MixedConfig{Batch: 10, Size: 128, Partitions: 3, Conns: 2, Consumers: 2, Duration: smoke})
+	requireVerified(t, r, err)
+	if r.ConsumedPerSec == nil || *r.ConsumedPerSec == 0 {
+		t.Fatalf("mixed: nothing consumed during the window")
+	}
+}
+
+func TestWakeSmoke(t *testing.T) {
+	r, err := RunWake(ctx(t), target(t), WakeConfig{Samples: 5, Size: 64})
+	requireVerified(t, r, err)
+	if r.Latency.N != 5 {
+		t.Fatalf("wake: %d samples measured, want 5", r.Latency.N)
+	}
+}
+
+// TestVerifierCatchesFaults feeds the verifier deliveries a broken broker could make and checks
+// that each is reported: a verification that cannot fail proves nothing.
+func TestVerifierCatchesFaults(t *testing.T) {
+	parts := partitionNames(2)
+	const size = 100
+	led := newLedger(1)
+	for range 6 {
+		led.rows[0] = append(led.rows[0], queued)
+	}
+	led.queued.Store(6)
+	msg := func(s int64, k int) popMsg {
+		var m popMsg
+		if err := json.Unmarshal(appendPayload(nil, 0, s, k, size), &m.Data); err != nil {
+			t.Fatal(err)
+		}
+		m.TransactionID, m.Partition = string(appendTxID(nil, 0, s)), parts[k]
+		return m
+	}
+	batch := func(ms ...popMsg) []popMsg { return ms }
+
+	cases := []struct {
+		name    string
+		deliver func(g *groupLog)
+		want    string // in the failures; "" for none
+	}{
+		{"all once in order", func(g *groupLog) {
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0)), 0, 1)
+			g.record(batch(msg(3, 0), msg(4, 0), msg(5, 0)), 2, 3)
+		}, ""},
+		{"overlapping in time, either order", func(g *groupLog) {
+			g.record(batch(msg(3, 0), msg(4, 0), msg(5, 0)), 0, 2)
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0)), 1, 3)
+		}, ""},
+		{"lost", func(g *groupLog) {
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0)), 0, 1)
+		}, "never delivered"},
+		{"duplicated", func(g *groupLog) {
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0), msg(3, 0)), 0, 1)
+			g.record(batch(msg(3, 0), msg(4, 0), msg(5, 0)), 2, 3)
+		}, "more than once"},
+		{"later batch first", func(g *groupLog) {
+			g.record(batch(msg(3, 0), msg(4, 0), msg(5, 0)), 0, 1)
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0)), 2, 3)
+		}, "out of push order"},
+		{"reordered in a batch", func(g *groupLog) {
+			g.record(batch(msg(1, 0), msg(0, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0)), 0, 1)
+		}, "inside a batch"},
+		{"misrouted", func(g *groupLog) {
+			m := msg(0, 0)
+			m.Partition = parts[1]
+			g.record(batch(m, msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0)), 0, 1)
+		}, "damaged or misrouted"},
+		{"damaged payload", func(g *groupLog) {
+			m := msg(0, 0)
+			m.Data.R = strings.ToUpper(m.Data.R)
+			g.record(batch(m, msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0)), 0, 1)
+		}, "damaged or misrouted"},
+		{"never pushed", func(g *groupLog) {
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0), msg(6, 0)), 0, 1)
+		}, "no push stored"},
+	}
+	for _, tc := range cases {
+		g := newGroupLog("", parts, size)
+		tc.deliver(g)
+		fails := strings.Join(g.check(led), "\n")
+		switch {
+		case tc.want == "" && fails != "":
+			t.Errorf("%s: unexpected failures:\n%s", tc.name, fails)
+		case tc.want != "" && !strings.Contains(fails, tc.want):
+			t.Errorf("%s: want a failure containing %q, got:\n%s", tc.name, tc.want, fails)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ConsumeConfig is the consume scenario: a queue pre-filled with Messages messages (untimed),
+// then Consumers consumers per group popping Batch at a time with a long-poll, each pop followed
+// by one ack/batch of the whole batch, or no ack with AutoAck. Groups 0 is queue mode; N > 0 is N
+// consumer groups reading the same messages (fan-out).
+type ConsumeConfig struct {
+	Messages   int           `json:"messages"`
+	Consumers  int           `json:"consumers"`
+	Batch      int           `json:"batch"`
+	Groups     int           `json:"groups"`
+	AutoAck    bool          `json:"autoAck"`
+	Size       int           `json:"size"`
+	Partitions int           `json:"partitions"`
+	Duration   time.Duration `json:"durationNs"`
+	Warmup     time.Duration `json:"warmupNs"`
+}
+
+func (c ConsumeConfig) label() string {
+	mode := "+ack"
+	if c.AutoAck {
+		mode = " autoAck"
+	}
+	if c.Groups > 0 {
+		return fmt.Sprintf("fan-out %dg×%dc pop%d%s", c.Groups, c.Consumers, c.Batch, mode)
+	}
+	return fmt.Sprintf("consume pop%d%s c%d", c.Batch, mode, c.Consumers)
+}
+
+// groupNames are the consumer groups of a run: "" (queue mode) when groups is 0.
+func groupNames(groups int) []string {
+	if groups == 0 {
+		return []string{""}
+	}
+	out := make([]string, groups)
+	for i := range out {
+		out[i] = "g" + strconv.Itoa(i)
+	}
+	return out
+}
+
+func displayGroup(g string) string {
+	if g == "" {
+		return "queue mode"
+	}
+	return "group " + g
+}
+
+// consumer pops and acks for one group.
+type consumer struct {
+	conn    *conn
+	path    string
+	group   string
+	autoAck bool
+	log     *groupLog
+	errs    *errorCounts
+	ackBuf  []byte
+}
+
+func newConsumer(c *client, queue, group string, batch int, autoAck bool, g *groupLog, errs *errorCounts) *consumer {
+	// timeout=1000: the issue's pop; a long-poll that finds nothing costs a request per second.
+	p := popParams{queue: queue, group: group, batch: batch, wait: true, timeout: time.Second, autoAck: autoAck}
+	return &consumer{conn: c.conn(), path: p.path(), group: group, autoAck: autoAck, log: g, errs: errs}
+}
+
+// cycle is one pop and, unless autoAck, one ack of what it brought. It returns the messages
+// received, the HTTP requests sent, and the group's count after recording them.
+func (c *consumer) cycle() (n, reqs int, total int64) {
+	sent := now()
+	msgs, err := c.conn.pop(c.path)
+	if err != nil {
+		c.errs.note(err)
+		time.Sleep(50 * time.Millisecond) // no hot loop against a failing broker
+		return 0, 1, c.log.count.Load()
+	}
+	if len(msgs) == 0 {
+		return 0, 1, c.log.count.Load()
+	}
+	// Recorded before the ack: the next batch of the partition cannot be delivered before it.
+	total = c.log.record(msgs, sent, now())
+	if c.autoAck {
+		return len(msgs), 1, total
+	}
+	c.ackBuf = ackBody(c.ackBuf[:0], msgs, c.group)
+	failed, err := c.conn.ack(c.ackBuf, len(msgs))
+	switch {
+	case err != nil:
+		c.errs.note(err)
+	case failed > 0:
+		c.errs.items.Add(int64(failed))
+		c.errs.firstIs(fmt.Sprintf("%d of %d acks answered success:false", failed, len(msgs)))
+	}
+	return len(msgs), 2, total
+}
+
+// consumeStats are the measured figures of a set of consumers.
+type consumeStats struct {
+	msgs, reqs atomic.Int64
+	lats       []latencies // one per consumer
+}
+
+// runConsumers runs consumers per group until the window is over or, when expect > 0, every
+// group has received expect messages (which ends the window early). With expect > 0 the warmup
+// also ends once a tenth of the messages are delivered, so a fast broker is not measured on
+// the last few messages only. Latency is per cycle that brought messages: pop plus ack.
+func runConsumers(c *client, queue string, groups []*groupLog, consumers, batch int, autoAck bool, expect int64, w *window, errs *errorCounts) *consumeStats {
+	st := &consumeStats{lats: make([]latencies, len(groups)*consumers)}
+	var groupsDone, delivered atomic.Int64
+	warm := expect * int64(len(groups)) / 10
+	var wg sync.WaitGroup
+	for gi, g := range groups {
+		for k := range consumers {
+			wg.Add(1)
+			go func(slot int) {
+				defer wg.Done()
+				cn := newConsumer(c, queue, g.group, batch, autoAck, g, errs)
+				for !w.over() && (expect <= 0 || g.count.Load() < expect) {
+					sent := now()
+					n, reqs, total := cn.cycle()
+					done := now()
+					if expect > 0 && delivered.Add(int64(n)) >= warm {
+						w.open(done)
+					}
+					if w.in(done) {
+						st.reqs.Add(int64(reqs))
+						if n > 0 {
+							st.msgs.Add(int64(n))
+							st.lats[slot] = append(st.lats[slot], done-sent)
+						}
+					}
+					// The consumer whose batch completed the group ends it; the last group
+					// to finish ends the window.
+					if expect > 0 && total >= expect && total-int64(n) < expect {
+						if groupsDone.Add(1) == int64(len(groups)) {
+							w.close(done)
+						}
+					}
+				}
+			}(gi*consumers + k)
+		}
+	}
+	wg.Wait()
+	return st
+}
+
+// prefill pushes messages (untimed) with large batches from a few producers.
+func prefill(ctx context.Context, c *client, queue string, parts []string, size int, messages int64, led *ledger, errs *errorCounts) error {
+	const producers, batch = 4, 1000
+	var next atomic.Int64 // messages claimed so far
+	var wg sync.WaitGroup
+	for i := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newProducer(i, c, queue, parts, size, led, errs)
+			for n := 0; ctx.Err() == nil && errs.total() == 0; n++ {
+				k := next.Add(batch)
+				if k-batch >= messages {
+					return
+				}
+				p.push((i+n)%len(parts), int(min(batch, messages-(k-batch))))
+			}
+		}()
+	}
+	wg.Wait()
+	if e := errs.snapshot(); errs.total() > 0 {
+		return fmt.Errorf("cannot pre-fill the queue: %d errors, first: %s", errs.total(), e.First)
+	}
+	return ctx.Err()
+}
+
+// RunConsume pre-fills a queue, measures the consumers, drains what they left (untimed) and
+// checks every group received every message once, intact and in order.
+func RunConsume(ctx context.Context, t *Target, cfg ConsumeConfig) (*Result, error) {
+	c, err := t.client()
+	if err != nil {
+		return nil, err
+	}
+	name := "consume"
+	if cfg.Groups > 0 {
+		name = "fan-out"
+	}
+	queue := freshQueue(name)
+	parts := partitionNames(cfg.Partitions)
+	led := newLedger(4)
+	var errs errorCounts
+	filling := time.Now()
+	stopProgress := startProgress(cfg.label(), nil, func() string {
+		return fmt.Sprintf("pre-filling %s of %d", count(led.expected()), cfg.Messages)
+	})
+	err = prefill(ctx, c, queue, parts, cfg.Size, int64(cfg.Messages), led, &errs)
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+	fillTime := time.Since(filling).Seconds()
+	expect := led.expected()
+	var groups []*groupLog
+	for _, g := range groupNames(cfg.Groups) {
+		groups = append(groups, newGroupLog(g, parts, cfg.Size))
+	}
+
+	w := startWindow(ctx, t, cfg.Warmup, cfg.Duration)
+	stopProgress = startProgress(cfg.label(), w, func() string {
+		var got int64
+		for _, g := range groups {
+			got += g.count.Load()
+		}
+		return fmt.Sprintf("delivered %s of %s  errors %d", count(got), count(expect*int64(len(groups))), errs.total())
+	})
+	st := runConsumers(c, queue, groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, expect, w, &errs)
+	stopProgress()
+	r := newResult(name, cfg.label(), t, cfg)
+	w.finish(r)
+	r.setRates(st.msgs.Load(), st.reqs.Load())
+	r.Latency = percentiles(st.lats...)
+	r.note("pre-filled %s messages in %.1f s (%s msg/s, pushes of 1000 from 4 connections, untimed)",
+		count(expect), fillTime, fmtRate(float64(expect)/fillTime))
+	if w.endedEarly() {
+		r.note("all %s pre-filled messages consumed after %.1f s of the %.1f s window: rate is over that time",
+			count(expect), r.Seconds, cfg.Duration.Seconds())
+		if r.Seconds <= 0 {
+			r.fail(fmt.Sprintf("the consumers drained the %d pre-filled messages during the warmup: raise --messages", expect))
+		}
+	} else {
+		r.note("window ended with messages left (%d pre-filled per group)", expect)
+	}
+
+	var left int64
+	for _, g := range groups {
+		before := g.count.Load()
+		drain(ctx, cfg.label(), c, queue, g, expect, &errs)
+		left += g.count.Load() - before
+		r.fail(g.check(led)...)
+	}
+	if left > 0 {
+		r.note("%s messages left after the window were drained with autoAck to verify", count(left))
+	}
+	r.setErrors(&errs)
+	return r.done(), nil
+}

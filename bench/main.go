@@ -1,0 +1,393 @@
+// Command bench measures a broker that speaks the Queen HTTP API, and verifies what it measured.
+//
+//	go run ./bench <scenario> [flags]
+//
+// Scenarios: ceiling, push, consume, mixed, wake, all. Without --url it builds ./cmd/queen and
+// runs it with a private PostgreSQL in a temporary directory, which also gives it the broker's
+// and PostgreSQL's CPU and memory. See usage below for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const usage = `usage: go run ./bench <scenario> [flags]
+
+scenarios:
+  ceiling   raw PostgreSQL: COPY of the broker's message rows, no broker (the physical limit)
+  push      producers pushing batches to rotating partitions
+  consume   consumers draining a pre-filled queue: pop + ack/batch, or --autoack; --groups for fan-out
+  mixed     push and consume at once on a fresh queue; reports the consumer lag
+  wake      latency from a push's answer to the answer of a parked long-poll pop
+  all       the standard set, one table
+
+flags:
+`
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+type options struct {
+	scenario string
+	url, vs  string
+	mesh     string
+	pg       string
+	jsonPath string
+	env      stringList
+
+	duration, warmup time.Duration
+	batch, size      int
+	partitions       int
+	conns            int
+	consumers        int
+	messages         int
+	groups           int
+	autoAck          bool
+	samples          int
+
+	set        map[string]bool // flags given on the command line
+	meshTarget *Target         // --mesh, once probed
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	o, err := parseArgs(args)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := execute(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if rep.Failed {
+		fmt.Println("\nFAILED: see the failures above")
+		return 1
+	}
+	return 0
+}
+
+func parseArgs(args []string) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	o := &options{set: map[string]bool{}}
+	fs.StringVar(&o.url, "url", "", "broker base URL (default: build and start this project's broker with its own PostgreSQL)")
+	fs.StringVar(&o.vs, "vs", "", "a second broker: run each scenario on both, alternating A B A B, and print A/B")
+	fs.StringVar(&o.mesh, "mesh", "", "wake: park the pop on this broker and push to --url")
+	fs.StringVar(&o.pg, "pg", "", "PostgreSQL conn string for ceiling when --url is given")
+	fs.StringVar(&o.jsonPath, "json", "", "write machine-readable results to this file")
+	fs.Var(&o.env, "env", "KEY=VALUE for the broker the bench starts (repeatable)")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per scenario (15s per scenario for all)")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each measurement")
+	fs.IntVar(&o.batch, "batch", 100, "messages per push request / per pop / rows per COPY")
+	fs.IntVar(&o.size, "size", 256, "payload bytes per message")
+	fs.IntVar(&o.partitions, "partitions", 10, "partitions the messages are spread over")
+	fs.IntVar(&o.conns, "conns", 16, "producer connections (ceiling: PostgreSQL connections, default 4; mixed: default 8)")
+	fs.IntVar(&o.consumers, "consumers", 8, "consumers (per group with --groups)")
+	fs.IntVar(&o.messages, "messages", 200000, "consume: messages pre-filled (fewer by default when --duration is short)")
+	fs.IntVar(&o.groups, "groups", 0, "consume, mixed: consumer groups (0: queue mode)")
+	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
+	fs.IntVar(&o.samples, "samples", 200, "wake: samples")
+
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fs.Usage()
+		return nil, errors.New("no scenario given")
+	}
+	o.scenario = args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	switch o.scenario {
+	case "ceiling", "push", "consume", "mixed", "wake", "all":
+	default:
+		fs.Usage()
+		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"batch", o.batch}, {"size", o.size}, {"partitions", o.partitions}, {"conns", o.conns}, {"consumers", o.consumers}, {"messages", o.messages}, {"samples", o.samples}} {
+		if v.n < 1 {
+			return nil, fmt.Errorf("--%s must be at least 1", v.name)
+		}
+	}
+	if o.groups < 0 || o.duration <= 0 || o.warmup < 0 {
+		return nil, errors.New("--groups, --duration and --warmup cannot be negative, --duration not zero")
+	}
+	if o.scenario == "all" {
+		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples"} {
+			if o.set[f] {
+				return nil, fmt.Errorf("--%s does not apply to all, which runs the standard set; run the scenario on its own", f)
+			}
+		}
+		if !o.set["duration"] {
+			o.duration = 15 * time.Second
+		}
+	}
+	return o, nil
+}
+
+// job is one scenario with its parameters, runnable against any target.
+type job struct {
+	name  string
+	label string
+	run   func(ctx context.Context, t *Target) (*Result, error)
+}
+
+// ceilingJob, etc. build the jobs; o's flags override the scenario's defaults where given.
+func (o *options) intOr(name string, v, def int) int {
+	if o.set[name] {
+		return v
+	}
+	return def
+}
+
+func (o *options) consumeMessages() int {
+	if o.set["messages"] {
+		return o.messages
+	}
+	// Enough for consumers at about 10k msg/s not to run dry; faster ones drain it early,
+	// which ends the window and is reported.
+	return min(o.messages, max(20000, int(10000*(o.warmup+o.duration).Seconds())))
+}
+
+func (o *options) jobs() []job {
+	ceiling := CeilingConfig{Batch: o.batch, Size: o.size, Conns: o.intOr("conns", o.conns, 4), Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
+	push := PushConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Duration: o.duration, Warmup: o.warmup}
+	consume := ConsumeConfig{Messages: o.consumeMessages(), Consumers: o.consumers, Batch: o.batch, Groups: o.groups, AutoAck: o.autoAck,
+		Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
+	mixed := MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.intOr("conns", o.conns, 8),
+		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Duration: o.duration, Warmup: o.warmup}
+	wake := WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
+
+	ceilingJob := func(c CeilingConfig) job {
+		return job{"ceiling", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunCeiling(ctx, t, c) }}
+	}
+	pushJob := func(c PushConfig) job {
+		return job{"push", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunPush(ctx, t, c) }}
+	}
+	consumeJob := func(c ConsumeConfig) job {
+		return job{"consume", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunConsume(ctx, t, c) }}
+	}
+	mixedJob := func(c MixedConfig) job {
+		return job{"mixed", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunMixed(ctx, t, c) }}
+	}
+	wakeJob := func(c WakeConfig) job {
+		return job{"wake", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunWake(ctx, t, c) }}
+	}
+
+	switch o.scenario {
+	case "ceiling":
+		return []job{ceilingJob(ceiling)}
+	case "push":
+		return []job{pushJob(push)}
+	case "consume":
+		return []job{consumeJob(consume)}
+	case "mixed":
+		return []job{mixedJob(mixed)}
+	case "wake":
+		return []job{wakeJob(wake)}
+	}
+	// all: the issue's standard set. The pre-fills are sized so that consumers at the targets
+	// (22k msg/s pop+ack, 40k autoAck) are measured for most of the window instead of
+	// draining 200k messages in two seconds; a pre-fill of 1000-message pushes is quick.
+	push1 := push
+	push1.Batch, push1.Conns = 1, 64
+	consume.Messages = 400_000
+	autoAck := consume
+	autoAck.AutoAck, autoAck.Messages = true, 800_000
+	fanOut := consume
+	fanOut.Groups, fanOut.Consumers, fanOut.Messages = 4, 2, 200_000
+	return []job{
+		ceilingJob(ceiling),
+		pushJob(push),
+		pushJob(push1),
+		consumeJob(consume),
+		consumeJob(autoAck),
+		mixedJob(mixed),
+		consumeJob(fanOut),
+		wakeJob(wake),
+	}
+}
+
+// execute sets up the targets, runs the jobs (alternating with --vs), prints the table and
+// writes the JSON.
+func execute(ctx context.Context, o *options) (rep *Report, err error) {
+	started := time.Now()
+	rep = &Report{Started: started, Command: append([]string{"bench", o.scenario}, os.Args[2:]...), CPUs: runtime.NumCPU()}
+
+	var a *Target
+	if o.url != "" {
+		a = &Target{URL: strings.TrimRight(o.url, "/"), PGConn: o.pg}
+		if err := a.probe(); err != nil {
+			return nil, err
+		}
+	} else {
+		fmt.Println("starting the broker (go build ./cmd/queen, local PostgreSQL)...")
+		bp, err := startBroker(ctx, o.env)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if serr := bp.stop(); serr != nil {
+				fmt.Fprintln(os.Stderr, "bench:", serr)
+				rep.Failed = true
+			}
+		}()
+		a = bp.t
+	}
+	targets := []*Target{a}
+	rep.Targets = []string{a.URL}
+	if o.vs != "" {
+		b := &Target{URL: strings.TrimRight(o.vs, "/")}
+		if err := b.probe(); err != nil {
+			return nil, err
+		}
+		targets = append(targets, b)
+		rep.Targets = append(rep.Targets, b.URL)
+	}
+	if o.mesh != "" {
+		m := &Target{URL: strings.TrimRight(o.mesh, "/")}
+		if err := m.probe(); err != nil {
+			return nil, err
+		}
+		o.meshTarget = m
+	}
+
+	var ceiling float64
+	for _, j := range o.jobs() {
+		if ctx.Err() != nil {
+			break
+		}
+		if j.name == "ceiling" && a.PGConn == "" {
+			fmt.Printf("%s: skipped, no PostgreSQL to measure (--url without --pg)\n", j.label)
+			continue
+		}
+		rounds := 1
+		if len(targets) > 1 && j.name != "ceiling" {
+			rounds = 2
+		}
+		var perTarget [2][]*Result
+		for range rounds {
+			for ti, t := range targets {
+				if j.name == "ceiling" && ti > 0 {
+					continue
+				}
+				r := runJob(ctx, j, t)
+				r.Target = string(rune('A' + ti))
+				if j.name == "ceiling" && r.Verified && ti == 0 {
+					ceiling = r.MsgPerSec
+				}
+				perTarget[ti] = append(perTarget[ti], r)
+				rep.Results = append(rep.Results, r)
+				printLine(r)
+			}
+		}
+		if rounds > 1 {
+			rep.Comparisons = append(rep.Comparisons, compare(j, perTarget[0], perTarget[1]))
+		}
+	}
+	for _, r := range rep.Results {
+		switch r.Scenario {
+		case "push", "consume", "mixed":
+			// Only A's: the ceiling was measured on A's PostgreSQL.
+			if ceiling > 0 && r.MsgPerSec > 0 && r.Target == "A" {
+				v := r.MsgPerSec / ceiling
+				r.CeilingRatio = &v
+			}
+		}
+		if !r.Verified {
+			rep.Failed = true
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Failed = true
+	}
+	rep.ElapsedSeconds = time.Since(started).Seconds()
+	fmt.Println()
+	printTable(os.Stdout, rep)
+	fmt.Printf("\ntotal time %.0f s\n", rep.ElapsedSeconds)
+	if o.jsonPath != "" {
+		if err := writeJSON(o.jsonPath, rep); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// runJob runs one scenario on one target: a checkpoint first, broker log errors after.
+func runJob(ctx context.Context, j job, t *Target) *Result {
+	t.checkpoint(ctx)
+	offset := t.logOffset()
+	r, err := j.run(ctx, t)
+	if err != nil {
+		r = &Result{Scenario: j.name, Label: j.label, URL: t.URL}
+		r.fail(err.Error())
+		r.done()
+	}
+	if lines := t.logErrors(offset); len(lines) > 0 {
+		r.Errors.BrokerLog = len(lines)
+		r.note("the broker logged %d ERROR lines, first: %s", len(lines), lines[0])
+	}
+	return r
+}
+
+func printLine(r *Result) {
+	status := "ok"
+	if !r.Verified {
+		status = "FAILED"
+	}
+	if r.Scenario == "wake" {
+		fmt.Printf("%-44s p50 %.1f ms  p99 %.1f ms  %s\n", r.Label, r.Latency.P50, r.Latency.P99, status)
+		return
+	}
+	fmt.Printf("%-44s %9s msg/s  p50 %.1f ms  p99 %.1f ms  %s\n", r.Label, fmtRate(r.MsgPerSec), r.Latency.P50, r.Latency.P99, status)
+}
+
+// compare averages each broker's rounds: msg/s, or p50 latency for wake.
+func compare(j job, a, b []*Result) Comparison {
+	metric := func(r *Result) float64 { return r.MsgPerSec }
+	name := "msg/s"
+	if j.name == "wake" {
+		metric, name = func(r *Result) float64 { return r.Latency.P50 }, "p50 ms"
+	}
+	mean := func(rs []*Result) float64 {
+		var s float64
+		for _, r := range rs {
+			s += metric(r)
+		}
+		return s / float64(max(1, len(rs)))
+	}
+	c := Comparison{Label: j.label, Metric: name, A: mean(a), B: mean(b)}
+	if c.B > 0 {
+		c.Ratio = c.A / c.B
+	}
+	return c
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PushConfig is the push scenario: Conns producers, each sending requests of Batch messages of
+// about Size bytes to one partition at a time, rotating over Partitions.
+type PushConfig struct {
+	Batch      int           `json:"batch"`
+	Size       int           `json:"size"`
+	Partitions int           `json:"partitions"`
+	Conns      int           `json:"conns"`
+	Duration   time.Duration `json:"durationNs"`
+	Warmup     time.Duration `json:"warmupNs"`
+}
+
+func (c PushConfig) label() string {
+	return fmt.Sprintf("push %d×%dB p%d c%d", c.Batch, c.Size, c.Partitions, c.Conns)
+}
+
+// producer pushes one producer's messages. Its sequence numbers are dense from 0, its ledger
+// row is its own.
+type producer struct {
+	id    int
+	conn  *conn
+	queue string
+	parts []string
+	size  int
+	led   *ledger
+	errs  *errorCounts
+	seq   int64
+	body  []byte
+}
+
+func newProducer(id int, c *client, queue string, parts []string, size int, led *ledger, errs *errorCounts) *producer {
+	return &producer{id: id, conn: c.conn(), queue: queue, parts: parts, size: size, led: led, errs: errs}
+}
+
+// push sends one request of n messages to partition k and returns how many were queued.
+func (p *producer) push(k, n int) int {
+	b := append(p.body[:0], `{"items":[`...)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"queue":`...)
+		b = appendJSONString(b, p.queue)
+		b = append(b, `,"partition":`...)
+		b = appendJSONString(b, p.parts[k])
+		b = append(b, `,"transactionId":"`...)
+		b = appendTxID(b, p.id, p.seq+int64(i))
+		b = append(b, `","payload":`...)
+		b = appendPayload(b, p.id, p.seq+int64(i), k, p.size)
+		b = append(b, '}')
+	}
+	p.body = append(b, "]}"...)
+	res, err := p.conn.push(p.body, n)
+	row := p.led.rows[p.id]
+	ok := 0
+	for i := range n {
+		st := uncertain
+		if err == nil && res[i].Status == "queued" {
+			st = queued
+			ok++
+		}
+		row = append(row, st)
+	}
+	p.led.rows[p.id] = row
+	p.seq += int64(n)
+	p.led.queued.Add(int64(ok))
+	switch {
+	case err != nil:
+		p.errs.note(err)
+	case ok < n:
+		p.errs.items.Add(int64(n - ok))
+		for _, r := range res {
+			if r.Status != "queued" {
+				p.errs.firstIs(fmt.Sprintf("push item answered status %q error %q", r.Status, r.Error))
+				break
+			}
+		}
+	}
+	return ok
+}
+
+// RunPush measures pushes, then drains the queue (untimed) to check every message came back
+// once, intact and in order.
+func RunPush(ctx context.Context, t *Target, cfg PushConfig) (*Result, error) {
+	c, err := t.client()
+	if err != nil {
+		return nil, err
+	}
+	queue := freshQueue("push")
+	parts := partitionNames(cfg.Partitions)
+	led := newLedger(cfg.Conns)
+	var errs errorCounts
+	var msgs, reqs atomic.Int64
+	lats := make([]latencies, cfg.Conns)
+
+	w := startWindow(ctx, t, cfg.Warmup, cfg.Duration)
+	stopProgress := startProgress(cfg.label(), w, func() string {
+		return fmt.Sprintf("queued %s  errors %d", count(led.expected()), errs.total())
+	})
+	var wg sync.WaitGroup
+	for i := range cfg.Conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newProducer(i, c, queue, parts, cfg.Size, led, &errs)
+			for n := 0; !w.over(); n++ {
+				sent := now()
+				ok := p.push((i+n)%len(parts), cfg.Batch)
+				if done := now(); w.in(done) {
+					lats[i] = append(lats[i], done-sent)
+					msgs.Add(int64(ok))
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	r := newResult("push", cfg.label(), t, cfg)
+	w.finish(r)
+	r.setRates(msgs.Load(), reqs.Load())
+	r.Latency = percentiles(lats...)
+
+	g := newGroupLog("", parts, cfg.Size)
+	drain(ctx, cfg.label(), c, queue, g, led.expected(), &errs)
+	r.fail(g.check(led)...)
+	r.setErrors(&errs)
+	if led.expected() == 0 {
+		r.fail("no message was pushed")
+	}
+	r.note("verified by draining %s messages with autoAck pops", count(g.count.Load()))
+	return r.done(), nil
+}
+
+// drain pops (autoAck, untimed) what is left in the queue for one group until the group has
+// received expect messages and the queue answers empty, or nothing arrives for drainIdle.
+func drain(ctx context.Context, label string, c *client, queue string, g *groupLog, expect int64, errs *errorCounts) {
+	const drainers, batch, drainIdle = 4, 1000, 5 * time.Second
+	stopProgress := startProgress(label, nil, func() string {
+		return fmt.Sprintf("verifying: %s drained %s of %s", g.name, count(g.count.Load()), count(expect))
+	})
+	defer stopProgress()
+	path := popParams{queue: queue, group: g.group, batch: batch, autoAck: true}.path()
+	var lastProgress atomic.Int64
+	lastProgress.Store(int64(now()))
+	var wg sync.WaitGroup
+	for range drainers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cn := c.conn()
+			for ctx.Err() == nil {
+				sent := now()
+				msgs, err := cn.pop(path)
+				if err != nil {
+					errs.note(err)
+					time.Sleep(50 * time.Millisecond)
+				}
+				if len(msgs) > 0 {
+					g.record(msgs, sent, now())
+					lastProgress.Store(int64(now()))
+					continue
+				}
+				// Empty: done once everything came back (an answer after that would be a
+				// duplicate, which is why the queue must also answer empty), else wait a little
+				// for a slow broker.
+				if g.count.Load() >= expect || now()-time.Duration(lastProgress.Load()) > drainIdle {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Target is a broker under test and what the bench knows about it.
+type Target struct {
+	URL       string // base URL, http://host:port
+	BrokerPID int    // 0: not ours, no CPU/RSS figures
+	PGPID     int    // postmaster pid, 0: unknown
+	PGConn    string // PostgreSQL behind the broker, for ceiling; "" when unknown
+	// Native is set for this project's broker: it exposes the parked-pop gauge live, which the
+	// wake scenario polls instead of sleeping.
+	Native  bool
+	LogPath string // broker log, scanned for errors after each scenario; "" when not ours
+
+	once sync.Once
+	c    *client
+	err  error
+}
+
+func (t *Target) client() (*client, error) {
+	t.once.Do(func() { t.c, t.err = newClient(t.URL) })
+	return t.c, t.err
+}
+
+// probe checks that the broker answers /health and recognises this project's broker.
+func (t *Target) probe() error {
+	c, err := t.client()
+	if err != nil {
+		return err
+	}
+	b, err := c.conn().do("GET", "/health", nil)
+	if err != nil {
+		return fmt.Errorf("cannot reach the broker at %s: %w", t.URL, err)
+	}
+	t.Native = t.Native || bytes.Contains(b, []byte(`"server":"Queen Go broker"`))
+	return nil
+}
+
+// checkpoint flushes PostgreSQL's dirty buffers between scenarios, so that one scenario's
+// writes are not checkpointed during the next one's measurement.
+func (t *Target) checkpoint(ctx context.Context) {
+	if t.PGConn == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, t.PGConn)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_, _ = conn.Exec(ctx, "CHECKPOINT")
+}
+
+// logOffset is the current size of the broker log.
+func (t *Target) logOffset() int64 {
+	if t.LogPath == "" {
+		return 0
+	}
+	fi, err := os.Stat(t.LogPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logErrors returns the ERROR lines the broker logged since offset.
+func (t *Target) logErrors(offset int64) []string {
+	if t.LogPath == "" {
+		return nil
+	}
+	f, err := os.Open(t.LogPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil
+	}
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// brokerProcess is a broker the bench built and started.
+type brokerProcess struct {
+	dir    string
+	cmd    *exec.Cmd
+	exited chan error // the broker's exit status, once
+	t      *Target
+}
+
+// startBroker builds ./cmd/queen and runs it with its own local PostgreSQL in a temporary
+// directory, on a free port, and waits until /health answers 200.
+func startBroker(ctx context.Context, env []string) (*brokerProcess, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	// Under /tmp, not os.TempDir: when we are root PostgreSQL runs as another user, which must
+	// be able to enter every parent directory, and the socket path must stay short.
+	dir, err := os.MkdirTemp("/tmp", "queen-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot create a directory for the broker: %w", err)
+	}
+	p := &brokerProcess{dir: dir}
+	ok := false
+	defer func() {
+		if !ok {
+			p.stop()
+		}
+	}()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot open %s to the PostgreSQL user: %w", dir, err)
+	}
+	bin := filepath.Join(dir, "queen")
+	build := exec.CommandContext(ctx, goBinary(), "build", "-o", bin, "./cmd/queen")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("cannot build ./cmd/queen: %w: %s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dir, "broker.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the broker log: %w", err)
+	}
+	defer logFile.Close()
+	dataDir := filepath.Join(dir, "data")
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	// The broker's own environment: nothing of ours that would point it at another
+	// PostgreSQL, data directory or port.
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "QUEEN_") || strings.HasPrefix(k, "DB_") ||
+			k == "PORT" || k == "HOST" || k == "LOG_LEVEL" {
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	cmd.Env = append(cmd.Env, "QUEEN_DATA_DIR="+dataDir, "PORT="+strconv.Itoa(port),
+		"QUEEN_BIND_ADDR=127.0.0.1", "LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so a ^C at the terminal reaches only the bench, which then stops
+	// the broker in order; and SIGTERM if the bench dies without doing so.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start the broker: %w", err)
+	}
+	p.cmd = cmd
+	exited := make(chan error, 1)
+	p.exited = exited
+	go func() { exited <- cmd.Wait() }()
+
+	t := &Target{URL: fmt.Sprintf("http://127.0.0.1:%d", port), BrokerPID: cmd.Process.Pid, LogPath: logPath, Native: true,
+		PGConn: fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres sslmode=disable", filepath.Join(dataDir, "run"))}
+	p.t = t
+	deadline := time.Now().Add(3 * time.Minute) // a first start runs initdb
+	for {
+		if err := t.probe(); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			p.cmd = nil
+			return nil, fmt.Errorf("the broker exited during startup (%v): %s", err, tailFile(logPath))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the broker did not answer /health within 3 minutes: %s", tailFile(logPath))
+		}
+	}
+	t.PGPID = postmasterPID(filepath.Join(dataDir, "pgdata"))
+	ok = true
+	return p, nil
+}
+
+// stop sends SIGTERM and waits for the broker's orderly shutdown (which stops its PostgreSQL),
+// then removes the directory. It returns the broker's log errors, if any, for the report.
+func (p *brokerProcess) stop() error {
+	var err error
+	if p.cmd != nil && p.cmd.Process != nil {
+		pgPID := 0
+		if p.t != nil {
+			pgPID = p.t.PGPID
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case werr := <-p.exited:
+			if werr != nil {
+				err = fmt.Errorf("the broker exited with %v after SIGTERM: %s", werr, tailFile(filepath.Join(p.dir, "broker.log")))
+			}
+		case <-time.After(60 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			err = errors.New("the broker did not stop within 60 s of SIGTERM; killed")
+		}
+		// A broker that did not stop its PostgreSQL leaves it running: fast shutdown.
+		if pgPID > 0 && processAlive(pgPID) {
+			_ = syscall.Kill(pgPID, syscall.SIGINT)
+			for i := 0; i < 100 && processAlive(pgPID); i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err == nil {
+				err = errors.New("the broker left its PostgreSQL running after shutdown")
+			}
+		}
+	}
+	if rerr := os.RemoveAll(p.dir); rerr != nil && err == nil {
+		err = fmt.Errorf("cannot remove %s: %w", p.dir, rerr)
+	}
+	return err
+}
+
+// processAlive reports whether pid runs and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+func tailFile(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// moduleRoot finds the directory of the queen module's go.mod, from the working directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("cannot get the working directory: %w", err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module queen\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the queen module (go.mod) above the working directory: run the bench from the repository")
+		}
+		dir = parent
+	}
+}
+
+func goBinary() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "go"
+
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("cannot find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

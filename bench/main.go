@@ -56,6 +56,7 @@ type options struct {
 	groups           int
 	autoAck          bool
 	samples          int
+	rate             int
 
 	set        map[string]bool // flags given on the command line
 	meshTarget *Target         // --mesh, once probed
@@ -111,6 +112,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&o.groups, "groups", 0, "consume, mixed: consumer groups (0: queue mode)")
 	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
 	fs.IntVar(&o.samples, "samples", 200, "wake: samples")
+	fs.IntVar(&o.rate, "rate", 0, "mixed: total push rate in msg/s (0: as fast as the broker takes it)")
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs.Usage()
@@ -184,7 +186,7 @@ func (o *options) jobs() []job {
 	consume := ConsumeConfig{Messages: o.consumeMessages(), Consumers: o.consumers, Batch: o.batch, Groups: o.groups, AutoAck: o.autoAck,
 		Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
 	mixed := MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.intOr("conns", o.conns, 8),
-		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Duration: o.duration, Warmup: o.warmup}
+		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
 	wake := WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
 
 	ceilingJob := func(c CeilingConfig) job {
@@ -225,6 +227,12 @@ func (o *options) jobs() []job {
 	autoAck.AutoAck, autoAck.Messages = true, 800_000
 	fanOut := consume
 	fanOut.Groups, fanOut.Consumers, fanOut.Messages = 4, 2, 200_000
+	// The steady states of the targets: consumers keeping up with 15k msg/s of pushes, and four
+	// groups each keeping up with 5k msg/s (20k delivered).
+	steady := mixed
+	steady.Rate = 15_000
+	fanOutLive := mixed
+	fanOutLive.Groups, fanOutLive.Consumers, fanOutLive.Rate = 4, 2, 5_000
 	return []job{
 		ceilingJob(ceiling),
 		pushJob(push),
@@ -232,7 +240,9 @@ func (o *options) jobs() []job {
 		consumeJob(consume),
 		consumeJob(autoAck),
 		mixedJob(mixed),
+		mixedJob(steady),
 		consumeJob(fanOut),
+		mixedJob(fanOutLive),
 		wakeJob(wake),
 	}
 }

@@ -19,6 +19,7 @@ type MixedConfig struct {
 	Consumers  int           `json:"consumers"`
 	Groups     int           `json:"groups"`
 	AutoAck    bool          `json:"autoAck"`
+	Rate       int           `json:"rate"` // total push rate in msg/s; 0 pushes as fast as the broker takes it
 	Duration   time.Duration `json:"durationNs"`
 	Warmup     time.Duration `json:"warmupNs"`
 }
@@ -28,10 +29,14 @@ func (c MixedConfig) label() string {
 	if c.AutoAck {
 		mode = " autoAck"
 	}
-	if c.Groups > 0 {
-		return fmt.Sprintf("mixed push %d×%dB c%d + %dg×%dc pop%d%s", c.Batch, c.Size, c.Conns, c.Groups, c.Consumers, c.Batch, mode)
+	rate := ""
+	if c.Rate > 0 {
+		rate = fmt.Sprintf(" @%s/s", count(int64(c.Rate)))
 	}
-	return fmt.Sprintf("mixed push %d×%dB c%d + pop%d%s c%d", c.Batch, c.Size, c.Conns, c.Batch, mode, c.Consumers)
+	if c.Groups > 0 {
+		return fmt.Sprintf("mixed push %d×%dB c%d%s + %dg×%dc pop%d%s", c.Batch, c.Size, c.Conns, rate, c.Groups, c.Consumers, c.Batch, mode)
+	}
+	return fmt.Sprintf("mixed push %d×%dB c%d%s + pop%d%s c%d", c.Batch, c.Size, c.Conns, rate, c.Batch, mode, c.Consumers)
 }
 
 // RunMixed pushes and consumes at once, samples the consumer lag (messages queued but not yet
@@ -72,7 +77,19 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 		go func() {
 			defer wg.Done()
 			p := newProducer(i, c, queue, parts, cfg.Size, led, &errs)
+			// With a rate, each producer sends one request every interval: the steady state
+			// the consumers must keep up with, instead of a race they cannot win.
+			var interval time.Duration
+			if cfg.Rate > 0 {
+				interval = time.Duration(float64(time.Second) * float64(cfg.Batch*cfg.Conns) / float64(cfg.Rate))
+			}
+			start := time.Now()
 			for n := 0; !w.over(); n++ {
+				if interval > 0 {
+					if d := time.Until(start.Add(time.Duration(n) * interval)); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				sent := now()
 				ok := p.push((i+n)%len(parts), cfg.Batch)
 				if done := now(); w.in(done) {

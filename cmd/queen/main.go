@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
 	"queen/config"
 	"queen/server"
 )
+
+// defaultMemoryLimit is the soft memory limit when GOMEMLIMIT is not set.
+const defaultMemoryLimit = 48 << 20
 
 func main() {
 	if err := run(); err != nil {
@@ -30,6 +34,12 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(log)
 	log.Info("queen starting", "version", server.Version, "server_id", cfg.ServerID)
+	// The broker's live heap is small (tens of MB under load); what grows RSS is garbage from
+	// bursts of large requests that the runtime keeps mapped. A soft limit makes the collector
+	// and the scavenger hand it back. GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

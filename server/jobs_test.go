@@ -165,6 +165,7 @@ func TestJobsStartAndStopWithBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.BindAddr, cfg.Port = "127.0.0.1", 0
+	cfg.SpoolDir = t.TempDir()
 	logs, log := newJobsLog()
 	b, err := Start(context.Background(), cfg, log, Options{ConnString: pgtest.NewDatabase(t)})
 	if err != nil {

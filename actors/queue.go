@@ -10,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
 
 	"queen/persistence"
 	"queen/spool"
@@ -36,13 +37,16 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 
 // Deps is what queue actors need from the rest of the broker.
 type Deps struct {
-	Store        *persistence.Store
-	Push         *persistence.PushLanes
-	Spool        *spool.Spool
-	SpoolAfter   time.Duration // a push that waits this long on PostgreSQL is spooled instead
-	Maintenance  *Maintenance
-	DBHealthy    *atomic.Bool                            // false while PostgreSQL refuses pushes; the spool drain restores it
-	OnPushed     func(queue string, partitions []string) // tells the mesh; may be nil
+	Store       *persistence.Store
+	Push        *persistence.PushLanes
+	Spool       *spool.Spool
+	SpoolAfter  time.Duration // a push that waits this long on PostgreSQL is spooled instead
+	Maintenance *Maintenance
+	DBHealthy   *atomic.Bool                            // false while PostgreSQL refuses pushes; the spool drain restores it
+	OnPushed    func(queue string, partitions []string) // tells the mesh; may be nil
+	// OrphanLease takes the lease of a pop that failed (its client got an error): if the
+	// database committed the claim after all, the lease must be released, not left to expire.
+	OrphanLease  func(leaseID uuid.UUID)
 	Wait         WaitOptions
 	QueryTimeout time.Duration // bound on one pop's database work
 	IdleTimeout  time.Duration // an actor with nothing to do stops after this long
@@ -144,15 +148,21 @@ func (a *queueActor) push(ctx actor.Context, m *PushRequest) {
 		a.spoolPush(ctx, m)
 		return
 	}
-	a.inflight++
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	a.pushes[m] = time.AfterFunc(a.deps.SpoolAfter, func() { root.Send(self, &pushTooSlow{req: m}) })
-	a.deps.Push.Submit(persistence.PushJob{
+	submitted := a.deps.Push.TrySubmit(persistence.PushJob{
 		Items: m.Items,
 		Done: func(res []persistence.PushResult, err error) {
 			root.Send(self, &pushDone{req: m, results: res, err: err})
 		},
 	})
+	if !submitted {
+		// PostgreSQL is thousands of pushes behind: waiting in line would only end in the
+		// spool after SpoolAfter, and would block this actor meanwhile.
+		a.spoolPush(ctx, m)
+		return
+	}
+	a.inflight++
+	a.pushes[m] = time.AfterFunc(a.deps.SpoolAfter, func() { root.Send(self, &pushTooSlow{req: m}) })
 }
 
 func (a *queueActor) pushDone(ctx actor.Context, m *pushDone) {
@@ -238,6 +248,9 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 	now := time.Now()
 	switch {
 	case m.err != nil:
+		if !w.req.Pop.AutoAck && a.deps.OrphanLease != nil {
+			a.deps.OrphanLease(w.req.Pop.LeaseID)
+		}
 		a.answer(w, PopReply{Err: m.err})
 	case len(m.result.Messages) > 0 || !w.req.Wait:
 		a.answer(w, PopReply{Result: m.result})

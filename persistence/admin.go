@@ -264,7 +264,7 @@ func (s *Store) Queue(ctx context.Context, name string) (*QueueDetail, error) {
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id `+partitionCounts+`
 		WHERE q.name = $1
-		ORDER BY p.created_at, p.name COLLATE "C"`, name)
+		ORDER BY p.name COLLATE "C"`, name)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var q QueueDetail

@@ -38,6 +38,19 @@ func NewBatcher[J any](max, inFlight int, size func(J) int, run func(context.Con
 // Submit queues a job. It blocks only when 4096 jobs already wait, which pushes back on callers.
 func (b *Batcher[J]) Submit(j J) { b.in <- j }
 
+// TrySubmit queues a job unless 4096 already wait; it never blocks.
+func (b *Batcher[J]) TrySubmit(j J) bool {
+	select {
+	case b.in <- j:
+		return true
+	default:
+		return false
+	}
+}
+
+// full reports whether the queue has no room left (a hint: others may be submitting).
+func (b *Batcher[J]) full() bool { return len(b.in) == cap(b.in) }
+
 // Close stops accepting jobs, runs what is queued and waits for every batch to finish.
 func (b *Batcher[J]) Close() {
 	close(b.in)

@@ -30,19 +30,24 @@ func (l *PushLanes) lane(it PushItem) int {
 	return int(h.Sum32() % uint32(len(l.lanes)))
 }
 
-// Submit queues a push. A push whose items fall in several lanes is split, and its Done is
-// called once with every result in item order (or the first error).
-func (l *PushLanes) Submit(j PushJob) {
+// TrySubmit queues a push, or reports false when its lanes are full (PostgreSQL is not keeping
+// up): the caller spools it rather than wait. A push whose items fall in several lanes is
+// split, and its Done is called once with every result in item order (or the first error).
+func (l *PushLanes) TrySubmit(j PushJob) bool {
 	byLane := map[int][]int{}
 	for i, it := range j.Items {
 		k := l.lane(it)
 		byLane[k] = append(byLane[k], i)
 	}
+	for k := range byLane {
+		if l.lanes[k].full() {
+			return false
+		}
+	}
 	if len(byLane) == 1 {
 		for k := range byLane {
-			l.lanes[k].Submit(j)
+			return l.lanes[k].TrySubmit(j)
 		}
-		return
 	}
 	var (
 		mu       sync.Mutex
@@ -73,6 +78,7 @@ func (l *PushLanes) Submit(j PushJob) {
 			}
 		}})
 	}
+	return true
 }
 
 // Close drains every lane.

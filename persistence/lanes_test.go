@@ -23,12 +23,14 @@ func TestPushLanesKeepItemOrder(t *testing.T) {
 			TransactionID: fmt.Sprintf("tx-%d", i), Payload: json.RawMessage(fmt.Sprint(i))}
 	}
 	done := make(chan []persistence.PushResult, 1)
-	lanes.Submit(persistence.PushJob{Items: items, Done: func(r []persistence.PushResult, err error) {
+	if !lanes.TrySubmit(persistence.PushJob{Items: items, Done: func(r []persistence.PushResult, err error) {
 		if err != nil {
 			t.Error(err)
 		}
 		done <- r
-	}})
+	}}) {
+		t.Fatal("empty lanes refused a push")
+	}
 	res := <-done
 	if len(res) != len(items) {
 		t.Fatalf("%d results for %d items", len(res), len(items))

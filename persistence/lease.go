@@ -43,3 +43,19 @@ func (s *Store) ExtendLease(ctx context.Context, leaseID uuid.UUID, d time.Durat
 	}
 	return r, nil
 }
+
+// ReleaseLeases frees the partitions held under leaseIDs: the leases of pops whose clients got
+// an error, which may have been committed after all when the database came back.
+func (s *Store) ReleaseLeases(ctx context.Context, leaseIDs []uuid.UUID) (int64, error) {
+	ids := make([][16]byte, len(leaseIDs))
+	for i, id := range leaseIDs {
+		ids[i] = id
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE queen.partition_consumers
+		SET lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0
+		WHERE lease_id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return 0, fmt.Errorf("cannot release %d orphaned leases: %w", len(leaseIDs), err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 
 	"queen/actors"
 	"queen/config"
@@ -26,12 +29,21 @@ type control struct {
 	mesh      *mesh.Mesh // nil without peers
 	dbHealthy atomic.Bool
 	kick      chan struct{} // wakes the drain loop at once (maintenance turned off)
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// flips counts flag changes made here or announced by a peer, so a re-read from the
+	// database that started before one does not undo it.
+	flips atomic.Uint64
+	// orphans holds leases of failed pops, released once PostgreSQL answers (orphanedLeases).
+	orphans chan uuid.UUID
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
+// errDrainPaused stops a drain when push maintenance is turned on in its middle.
+var errDrainPaused = errors.New("push maintenance turned on")
+
 func newControl(cfg config.Config, log *slog.Logger, store *persistence.Store, sp *spool.Spool) *control {
-	c := &control{cfg: cfg, log: log, store: store, maint: &actors.Maintenance{}, spool: sp, kick: make(chan struct{}, 1)}
+	c := &control{cfg: cfg, log: log, store: store, maint: &actors.Maintenance{}, spool: sp,
+		kick: make(chan struct{}, 1), orphans: make(chan uuid.UUID, 4096)}
 	c.dbHealthy.Store(true)
 	return c
 }
@@ -66,6 +78,7 @@ func (c *control) loop(ctx context.Context) {
 			return
 		case <-drain.C:
 			c.drainOnce(ctx)
+			c.releaseOrphans(ctx)
 		case <-c.kick:
 			c.drainOnce(ctx)
 		case <-refresh.C:
@@ -98,18 +111,58 @@ func (c *control) drainOnce(ctx context.Context) {
 		return
 	}
 	n, err := c.spool.Drain(ctx, c.cfg.SpoolMaxBatch, func(batch [][]byte) (map[int]string, error) {
+		if c.maint.Push() {
+			return nil, errDrainPaused
+		}
 		return c.replay(ctx, batch)
 	})
 	if n > 0 {
 		c.log.Info("spool drained into PostgreSQL", "records", n, "pending", c.spool.Stats().Records)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, errDrainPaused) {
 			c.setHealthy(false, err)
 		}
 		return
 	}
 	c.setHealthy(true, nil)
+}
+
+// orphanLease queues the lease of a failed pop for release; implements actors.Deps.OrphanLease.
+func (c *control) orphanLease(id uuid.UUID) {
+	select {
+	case c.orphans <- id:
+	default: // thousands pending: the rest expire on their own
+	}
+}
+
+// releaseOrphans frees the leases of failed pops. Until PostgreSQL answers they stay queued.
+func (c *control) releaseOrphans(ctx context.Context) {
+	var ids []uuid.UUID
+collect:
+	for len(ids) < cap(c.orphans) {
+		select {
+		case id := <-c.orphans:
+			ids = append(ids, id)
+		default:
+			break collect
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	n, err := c.store.ReleaseLeases(rctx, ids)
+	if err != nil {
+		for _, id := range ids {
+			c.orphanLease(id)
+		}
+		return
+	}
+	if n > 0 {
+		c.log.Info("released leases of pops that failed while the database was away", "partitions", n)
+	}
 }
 
 func (c *control) setHealthy(ok bool, err error) {
@@ -189,6 +242,12 @@ func (c *control) loadFlags(ctx context.Context) error {
 	return nil
 }
 
+// flip applies a flag change made here or by a peer.
+func (c *control) flip(apply func(bool), on bool) {
+	c.flips.Add(1)
+	apply(on)
+}
+
 // applyPush and applyPop change the in-memory flags and do what a change implies here.
 func (c *control) applyPush(on bool) {
 	if !c.maint.SetPush(on) {
@@ -219,7 +278,7 @@ func (c *control) SetMaintenance(ctx context.Context, on bool) error {
 	if err := c.store.SetFlag(ctx, persistence.FlagPushMaintenance, on); err != nil {
 		return err
 	}
-	c.applyPush(on)
+	c.flip(c.applyPush, on)
 	if c.mesh != nil {
 		c.mesh.SetMaintenance(on)
 	}
@@ -231,16 +290,26 @@ func (c *control) SetPopMaintenance(ctx context.Context, on bool) error {
 	if err := c.store.SetFlag(ctx, persistence.FlagPopMaintenance, on); err != nil {
 		return err
 	}
-	c.applyPop(on)
+	c.flip(c.applyPop, on)
 	if c.mesh != nil {
 		c.mesh.SetPopMaintenance(on)
 	}
 	return nil
 }
 
-// RefreshFlags implements http.Control; it is also the floor that heals a lost mesh frame.
+// RefreshFlags implements http.Control; it is also the floor that heals a lost mesh frame. A
+// flip that happened while it read is newer than what it read, so it wins.
 func (c *control) RefreshFlags(ctx context.Context) {
-	if err := c.loadFlags(ctx); err != nil {
+	before := c.flips.Load()
+	push, err := c.store.Flag(ctx, persistence.FlagPushMaintenance)
+	if err == nil {
+		var pop bool
+		if pop, err = c.store.Flag(ctx, persistence.FlagPopMaintenance); err == nil && c.flips.Load() == before {
+			c.applyPush(push)
+			c.applyPop(pop)
+		}
+	}
+	if err != nil {
 		c.log.Debug("cannot re-read the maintenance flags; keeping the ones in memory", "err", err)
 	}
 }
@@ -314,6 +383,6 @@ func (c *control) MessageAvailable(queue, partition string) {
 // QueueConfigChanged needs nothing: queue configuration is read from PostgreSQL on every pop.
 func (c *control) QueueConfigChanged(string) {}
 
-func (c *control) MaintenanceChanged(on bool) { c.applyPush(on) }
+func (c *control) MaintenanceChanged(on bool) { c.flip(c.applyPush, on) }
 
-func (c *control) PopMaintenanceChanged(on bool) { c.applyPop(on) }
+func (c *control) PopMaintenanceChanged(on bool) { c.flip(c.applyPop, on) }

@@ -114,6 +114,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		SpoolAfter:  cfg.SpoolAfter,
 		Maintenance: ctl.maint,
 		DBHealthy:   &ctl.dbHealthy,
+		OrphanLease: ctl.orphanLease,
 		OnPushed: func(queue string, partitions []string) {
 			if ctl.mesh != nil {
 				ctl.mesh.MessageAvailable(queue, partitions)

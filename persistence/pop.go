@@ -3,7 +3,6 @@ package persistence
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -63,17 +62,55 @@ type PopResult struct {
 	Messages   []Message
 }
 
-// Pop claims partitions for the group and reads their next messages, in one transaction.
+// Pop claims partitions for the group and reads their next messages, in one transaction of
+// three round trips in the common case: BEGIN with the candidate lookup, one claim-and-read
+// statement per partition, and the bookkeeping updates with COMMIT.
 func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	var res PopResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.pipelinedTx(ctx, "pop", func(conn *pgx.Conn) error {
 		res = PopResult{}
+		p := &popTx{conn: conn, after: &pgx.Batch{}}
+		var err error
 		if r.Partition != "" {
-			return popPartition(ctx, tx, r, &res)
+			err = p.popPartition(ctx, r, &res)
+		} else {
+			err = p.popAny(ctx, r, &res)
 		}
-		return popAny(ctx, tx, r, &res)
+		if err != nil {
+			return err
+		}
+		p.after.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, p.after).Close(); err != nil {
+			return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
+		}
+		return nil
 	})
 	return res, err
+}
+
+// popTx is one pop's transaction: after collects the bookkeeping updates, which only touch rows
+// this transaction has locked, so they can wait for the commit's round trip.
+type popTx struct {
+	conn  *pgx.Conn
+	after *pgx.Batch
+}
+
+// first runs the transaction's first query with BEGIN in the same round trip.
+func (p *popTx) first(ctx context.Context, sql string, args ...any) (pgx.Rows, pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	br := p.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, nil, err
+	}
+	return rows, br, nil
 }
 
 type popCandidate struct {
@@ -85,24 +122,34 @@ type popCandidate struct {
 	hasRow    bool
 }
 
-func popPartition(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error {
+func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) error {
 	var c popCandidate
 	var windowActive, leased bool
-	err := tx.QueryRow(ctx, `
+	rows, br, err := p.first(ctx, `
 		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL,
 		       q.window_buffer > 0 AND p.last_message_at > now() - make_interval(secs => q.window_buffer),
 		       COALESCE(pc.lease_expires_at > now(), false)
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = $2
 		LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = $3
-		WHERE q.name = $1`, r.Queue, r.Partition, r.Group).
-		Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow, &windowActive, &leased)
-	if errors.Is(err, pgx.ErrNoRows) {
-		res.Outcome = PopPartitionNotFound
-		return nil
+		WHERE q.name = $1`, r.Queue, r.Partition, r.Group)
+	if err != nil {
+		return fmt.Errorf("cannot find partition %s/%s: %w", r.Queue, r.Partition, err)
+	}
+	found := rows.Next()
+	if found {
+		err = rows.Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow, &windowActive, &leased)
+	}
+	rows.Close()
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("cannot find partition %s/%s: %w", r.Queue, r.Partition, err)
+	}
+	if !found {
+		res.Outcome = PopPartitionNotFound
+		return nil
 	}
 	switch {
 	case windowActive:
@@ -112,7 +159,7 @@ func popPartition(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) 
 		res.Outcome = PopLeaseHeld
 		return nil
 	}
-	claimed, err := claimAndRead(ctx, tx, r, c, r.Batch, false, res)
+	claimed, err := p.claimAndRead(ctx, r, c, r.Batch, false, res)
 	if err != nil {
 		return err
 	}
@@ -122,10 +169,10 @@ func popPartition(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) 
 	return nil
 }
 
-func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error {
+func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error {
 	// Least recently claimed first, so every partition with data gets its turn. The limit
 	// leaves room for the candidates that concurrent pops are claiming at this instant.
-	rows, err := tx.Query(ctx, `
+	rows, br, err := p.first(ctx, `
 		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id
@@ -144,6 +191,9 @@ func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error 
 		err := row.Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow)
 		return c, err
 	})
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
 	}
@@ -153,7 +203,7 @@ func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error 
 			break
 		}
 		before := len(res.Messages)
-		if _, err := claimAndRead(ctx, tx, r, c, budget, true, res); err != nil {
+		if _, err := p.claimAndRead(ctx, r, c, budget, true, res); err != nil {
 			return err
 		}
 		budget -= len(res.Messages) - before
@@ -165,14 +215,16 @@ func popAny(ctx context.Context, tx pgx.Tx, r PopRequest, res *PopResult) error 
 }
 
 // claimAndRead leases one partition for the group and reads up to limit messages after the
-// group's cursor. A wildcard claim skips a partition another pop is claiming right now (the
-// advisory lock) instead of queueing behind it. A claim that finds nothing visible releases the
-// lease at once; for a wildcard pop such a partition is not reported as claimed.
-func claimAndRead(ctx context.Context, tx pgx.Tx, r PopRequest, c popCandidate, limit int, skipBusy bool, res *PopResult) (bool, error) {
+// group's cursor, in one statement. A wildcard claim skips a partition another pop is claiming
+// right now (the advisory lock) instead of queueing behind it. A claim that finds nothing
+// visible releases the lease again; for a wildcard pop such a partition is not reported as
+// claimed. The statement answers no row when the claim failed, and one row with NULL message
+// columns when it succeeded on an empty partition.
+func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, limit int, skipBusy bool, res *PopResult) (bool, error) {
 	seed := int64(0)
 	if !c.hasRow && r.Group != QueueMode {
 		var err error
-		if seed, err = subscriptionSeed(ctx, tx, r, c); err != nil {
+		if seed, err = subscriptionSeed(ctx, p.conn, r, c); err != nil {
 			return false, err
 		}
 	}
@@ -180,78 +232,72 @@ func claimAndRead(ctx context.Context, tx pgx.Tx, r PopRequest, c popCandidate, 
 	if leaseTime <= 0 {
 		leaseTime = 60
 	}
-	var cursor int64
-	err := tx.QueryRow(ctx, `
-		INSERT INTO queen.partition_consumers AS pc
-			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
-		SELECT $1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5)
-		WHERE NOT $6 OR pg_try_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 0))
-		ON CONFLICT (partition_id, consumer_group) DO UPDATE
-		SET lease_id = EXCLUDED.lease_id, lease_acquired_at = now(), lease_expires_at = EXCLUDED.lease_expires_at
-		WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
-		RETURNING pc.cursor_seq`, c.id, r.Group, seed, r.LeaseID, leaseTime, skipBusy).Scan(&cursor)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+	rows, err := p.conn.Query(ctx, `
+		WITH claim AS (
+			INSERT INTO queen.partition_consumers AS pc
+				(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
+			SELECT $1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5)
+			WHERE NOT $6 OR pg_try_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 0))
+			ON CONFLICT (partition_id, consumer_group) DO UPDATE
+			SET lease_id = EXCLUDED.lease_id, lease_acquired_at = now(), lease_expires_at = EXCLUDED.lease_expires_at
+			WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+			RETURNING pc.cursor_seq)
+		SELECT m.seq, COALESCE(m.id, '00000000-0000-0000-0000-000000000000'), COALESCE(m.transaction_id, ''),
+		       m.trace_id, m.payload, COALESCE(m.created_at, 'epoch'), m.producer_sub, COALESCE(m.is_encrypted, false),
+		       m.created_at <= now() - make_interval(secs => $8)
+		FROM claim LEFT JOIN LATERAL (
+			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $7) m ON true`,
+		c.id, r.Group, seed, r.LeaseID, leaseTime, skipBusy, limit, c.delay)
 	if err != nil {
 		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
 	}
-
-	rows, err := tx.Query(ctx, `
-		SELECT seq, id, transaction_id, trace_id, payload, created_at, producer_sub, is_encrypted,
-		       created_at <= now() - make_interval(secs => $4)
-		FROM queen.messages WHERE partition_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-		c.id, cursor, limit, c.delay)
-	if err != nil {
-		return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
-	}
 	part := Partition{ID: c.id, Name: c.name}
 	start := len(res.Messages)
+	claimed, cut := false, false
 	for rows.Next() {
+		claimed = true
 		var m Message
-		var visible bool
-		if err := rows.Scan(&m.Seq, &m.ID, &m.TransactionID, &m.TraceID, &m.Payload, &m.CreatedAt, &m.ProducerSub, &m.Encrypted, &visible); err != nil {
+		var seq pgtype.Int8
+		var visible pgtype.Bool
+		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &m.TraceID, &m.Payload, &m.CreatedAt, &m.ProducerSub, &m.Encrypted, &visible); err != nil {
 			rows.Close()
 			return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
 		}
-		if !visible {
-			// delayedProcessing: stop at the first message still too young, keeping FIFO.
-			break
+		// No message: the claim succeeded on a caught-up partition. delayedProcessing: stop
+		// at the first message still too young, keeping FIFO.
+		if !seq.Valid || cut || !visible.Bool {
+			cut = true
+			continue
 		}
+		m.Seq = seq.Int64
 		m.Partition = part
 		res.Messages = append(res.Messages, m)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
+		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
+	}
+	if !claimed {
+		return false, nil
 	}
 	got := res.Messages[start:]
 
 	switch {
 	case len(got) == 0:
-		_, err = tx.Exec(ctx, `UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
+		p.after.Queue(`UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
 			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group)
-		if err != nil {
-			return false, fmt.Errorf("cannot release partition %s: %w", c.id, err)
-		}
 		if skipBusy {
 			return false, nil
 		}
 	case r.AutoAck:
-		_, err = tx.Exec(ctx, `UPDATE queen.partition_consumers
+		p.after.Queue(`UPDATE queen.partition_consumers
 			SET cursor_seq = $3, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0, batch_size = 0,
 			    batch_retry_count = 0, total_messages_consumed = total_messages_consumed + $4,
 			    total_batches_consumed = total_batches_consumed + 1, last_consumed_at = now()
 			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group, got[len(got)-1].Seq, len(got))
-		if err != nil {
-			return false, fmt.Errorf("cannot advance cursor of partition %s: %w", c.id, err)
-		}
 	default:
-		_, err = tx.Exec(ctx, `UPDATE queen.partition_consumers SET lease_end_seq = $3, batch_size = $4
+		p.after.Queue(`UPDATE queen.partition_consumers SET lease_end_seq = $3, batch_size = $4
 			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group, got[len(got)-1].Seq, len(got))
-		if err != nil {
-			return false, fmt.Errorf("cannot record the batch of partition %s: %w", c.id, err)
-		}
 	}
 	res.Partitions = append(res.Partitions, part)
 	return true, nil
@@ -260,7 +306,7 @@ func claimAndRead(ctx context.Context, tx pgx.Tx, r PopRequest, c popCandidate, 
 // subscriptionSeed returns the cursor a named group starts from on a partition it has never
 // read: after every message created at or before the group's subscription time, or 0 (the
 // beginning) when the group subscribed to all history.
-func subscriptionSeed(ctx context.Context, tx pgx.Tx, r PopRequest, c popCandidate) (int64, error) {
+func subscriptionSeed(ctx context.Context, tx *pgx.Conn, r PopRequest, c popCandidate) (int64, error) {
 	scope := r.Partition // "" for a wildcard pop: the subscription covers the whole queue
 	if r.SubscribeNow || r.SubscribeFrom != nil {
 		mode := "timestamp"

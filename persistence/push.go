@@ -36,35 +36,17 @@ type PushResult struct {
 	PartitionID uuid.UUID
 }
 
-// Push stores items in one transaction and returns one result per item, in order.
+// Push stores items in one transaction and returns one result per item, in order. BEGIN
+// travels with its first batch and COMMIT with its second, so the partition locks taken in the
+// first are held for one round trip and the commit, which bounds a hot partition's throughput.
 func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := s.pushPipelined(ctx, items)
-		if err == nil || attempt >= 4 || !isRetryable(err) {
-			return out, err
-		}
-	}
-}
-
-// pushPipelined runs a push in two round trips: BEGIN travels with the first batch and COMMIT
-// with the second, instead of a round trip each. The partition locks taken in the first are
-// held for one round trip and the commit, which is what bounds a hot partition's throughput.
-func (s *Store) pushPipelined(ctx context.Context, items []PushItem) ([]PushResult, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cannot acquire a connection for a push: %w", err)
-	}
-	defer conn.Release()
-	out, err := pushInTx(ctx, conn.Conn(), items, true)
-	if err != nil {
-		// The transaction may be open or aborted; end it before the connection is reused, or
-		// drop the connection if even that fails.
-		if _, rerr := conn.Exec(context.Background(), "ROLLBACK"); rerr != nil {
-			_ = conn.Conn().Close(context.Background())
-		}
-		return nil, err
-	}
-	return out, nil
+	var out []PushResult
+	err := s.pipelinedTx(ctx, "push", func(conn *pgx.Conn) error {
+		var err error
+		out, err = pushInTx(ctx, conn, items, true)
+		return err
+	})
+	return out, err
 }
 
 // batchSender is a pgx.Tx, or a connection whose transaction the batches open and close.

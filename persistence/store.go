@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +86,34 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // errRetry marks an error after which a transaction is safe and useful to run again.
 var errRetry = errors.New("transient conflict")
 
+// pipelinedTx runs fn on a connection whose transaction fn opens and commits itself, sending
+// BEGIN and COMMIT in the same round trips as its first and last statements (the hot paths,
+// push and pop, save two round trips that way). On error the transaction is rolled back, or the
+// connection dropped if even that fails, and a deadlock or serialization failure is retried.
+func (s *Store) pipelinedTx(ctx context.Context, what string, fn func(*pgx.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.pipelinedOnce(ctx, what, fn)
+		if err == nil || attempt >= 4 || !isRetryable(err) {
+			return err
+		}
+	}
+}
+
+func (s *Store) pipelinedOnce(ctx context.Context, what string, fn func(*pgx.Conn) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot acquire a connection for a %s: %w", what, err)
+	}
+	defer conn.Release()
+	if err := fn(conn.Conn()); err != nil {
+		if _, rerr := conn.Exec(context.Background(), "ROLLBACK"); rerr != nil {
+			_ = conn.Conn().Close(context.Background())
+		}
+		return err
+	}
+	return nil
+}
+
 func isRetryable(err error) bool {
 	if errors.Is(err, errRetry) {
 		return true
@@ -94,16 +125,23 @@ func isRetryable(err error) bool {
 	return false
 }
 
-// IsUnavailable reports whether err means the database could not be reached (as opposed to a
-// statement it refused), which the HTTP layer answers with 503.
+// IsUnavailable reports whether err means the database could not be reached or did not answer
+// in time (as opposed to a statement it refused, or a bug): the HTTP layer answers those 503 and
+// the push path spools instead.
 func IsUnavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exceptions; 57P01..03: the server is shutting down or starting.
-		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// Class 08: connection exceptions; 53: insufficient resources (too many connections);
+		// 57P01..03: the server is shutting down or starting.
+		c := pgErr.Code
+		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03"
 	}
-	return !errors.Is(err, context.Canceled)
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err) ||
+		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
 }

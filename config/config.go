@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"queen/auth"
+	"queen/seal"
 )
 
 // Config is the whole broker configuration.
@@ -20,6 +24,9 @@ type Config struct {
 	BindAddr     string // QUEEN_BIND_ADDR (alias HOST)
 	Port         int    // PORT
 	MaxBodyBytes int    // QUEEN_MAX_BODY_BYTES
+	// MetricsBindAddr (QUEEN_METRICS_BIND_ADDR, host:port): when set, /metrics and
+	// /metrics/prometheus are served there and not on the main listener.
+	MetricsBindAddr string
 
 	// PostgreSQL. When PGHost is empty the broker runs its own PostgreSQL under DataDir.
 	PGHost        string
@@ -31,6 +38,14 @@ type Config struct {
 	DBPoolSize    int
 	DBConnTimeout time.Duration // DB_CONNECTION_TIMEOUT (ms)
 	DBStmtTimeout time.Duration // DB_STATEMENT_TIMEOUT (ms)
+	// TLS to PostgreSQL (only when PGHost is set): PG_USE_SSL, PG_SSL_REJECT_UNAUTHORIZED, and
+	// PG_SSL_ROOT_CERT (a CA file, or the PEM itself) resolved to PEM bytes.
+	PGUseSSL                bool
+	PGSSLRejectUnauthorized bool
+	PGSSLRootCert           []byte
+
+	// EncryptionKey is QUEEN_ENCRYPTION_KEY (64 hex characters, checked here), "" when unset.
+	EncryptionKey string
 
 	// Pop defaults and long-poll re-check schedule.
 	DefaultTimeout           time.Duration // DEFAULT_TIMEOUT (ms)
@@ -69,10 +84,10 @@ type Config struct {
 	MeshDeadAfter time.Duration // QUEEN_SYNC_DEAD_THRESHOLD_MS
 	AdvertiseHost string        // QUEEN_MESH_ADVERTISE_HOST
 
-	ServerID   string // QUEEN_SERVER_ID
-	PprofAddr  string // QUEEN_PPROF_ADDR: serve net/http/pprof there when set (keep it on loopback)
-	LogLevel   slog.Level
-	JWTEnabled bool
+	ServerID  string // QUEEN_SERVER_ID
+	PprofAddr string // QUEEN_PPROF_ADDR: serve net/http/pprof there when set (keep it on loopback)
+	LogLevel  slog.Level
+	JWT       auth.Config // JWT_*: the others are read, and checked, only when JWT_ENABLED=true
 }
 
 // Load reads the configuration through getenv (os.Getenv in production, a map in tests).
@@ -125,12 +140,13 @@ func Load(getenv func(string) string) (Config, error) {
 		AdvertiseHost: r.str(host, "QUEEN_MESH_ADVERTISE_HOST"),
 		PprofAddr:     r.str("", "QUEEN_PPROF_ADDR"),
 		LogLevel:      r.level("LOG_LEVEL"),
-		JWTEnabled:    r.boolean(false, "JWT_ENABLED"),
+		JWT:           r.jwt(),
 	}
 	c.ServerID = r.str(fmt.Sprintf("%s:%d", host, c.Port), "QUEEN_SERVER_ID")
 	c.SpoolDir = r.str(filepath.Join(c.DataDir, "spool"), "FILE_BUFFER_DIR")
 	c.MeshBindAddr = r.str(c.BindAddr, "QUEEN_MESH_BIND_ADDR")
 	c.MeshPeers = r.peers(c.MeshPort, "QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS")
+	r.security(&c)
 	if c.PopWaitBackoffMultiplier < 1 {
 		r.fail("POP_WAIT_BACKOFF_MULTIPLIER", fmt.Sprint(c.PopWaitBackoffMultiplier), "must be at least 1")
 	}
@@ -265,6 +281,42 @@ func (r *reader) peers(port int, names ...string) []string {
 	return out
 }
 
+// jwt reads the JWT variables when JWT_ENABLED=true and checks them together (algorithms
+// against key material, the PEM, role names): every error names the variable.
+func (r *reader) jwt() auth.Config {
+	if !r.boolean(false, "JWT_ENABLED") {
+		return auth.Config{}
+	}
+	c := auth.Defaults()
+	c.Algorithm = r.str(c.Algorithm, "JWT_ALGORITHM")
+	c.Secret = r.str("", "JWT_SECRET")
+	c.PublicKey = r.str("", "JWT_PUBLIC_KEY")
+	c.JWKSURL = strings.TrimSpace(r.str("", "JWT_JWKS_URL"))
+	c.JWKSRefresh = time.Duration(r.intIn(int(c.JWKSRefresh/time.Second), 1, 7*24*3600, "JWT_JWKS_REFRESH_INTERVAL")) * time.Second
+	c.JWKSTimeout = time.Duration(r.intIn(int(c.JWKSTimeout/time.Millisecond), 100, 60000, "JWT_JWKS_TIMEOUT_MS")) * time.Millisecond
+	c.JWKSMinRefetch = time.Duration(r.intIn(int(c.JWKSMinRefetch/time.Millisecond), 0, 3600000, "JWT_JWKS_MIN_REFETCH_MS")) * time.Millisecond
+	c.Issuer = r.str("", "JWT_ISSUER")
+	c.Audience = r.str("", "JWT_AUDIENCE")
+	c.ClockSkew = time.Duration(r.intIn(int(c.ClockSkew/time.Second), 0, 3600, "JWT_CLOCK_SKEW")) * time.Second
+	c.RolesClaim = r.str(c.RolesClaim, "JWT_ROLES_CLAIM")
+	c.RolesArrayClaim = r.str(c.RolesArrayClaim, "JWT_ROLES_ARRAY_CLAIM")
+	c.RoleAdmin = r.str(c.RoleAdmin, "JWT_ROLE_ADMIN")
+	c.RoleReadWrite = r.str(c.RoleReadWrite, "JWT_ROLE_READ_WRITE")
+	c.RoleReadOnly = r.str(c.RoleReadOnly, "JWT_ROLE_READ_ONLY")
+	c.RoleWriteOnly = r.str(c.RoleWriteOnly, "JWT_ROLE_WRITE_ONLY")
+	if v := r.str("", "JWT_SKIP_PATHS"); v != "" {
+		paths, err := auth.ParseSkipPaths(v)
+		if err != nil && r.err == nil {
+			r.err = err
+		}
+		c.SkipPaths = paths
+	}
+	if err := c.Validate(); err != nil && r.err == nil {
+		r.err = err
+	}
+	return c
+}
+
 func (r *reader) level(name string) slog.Level {
 	v := r.str("info", name)
 	switch strings.ToLower(v) {
@@ -279,4 +331,67 @@ func (r *reader) level(name string) slog.Level {
 	}
 	r.fail(name, v, "must be one of trace, debug, info, warn, error")
 	return slog.LevelInfo
+}
+
+// security reads the listener, PostgreSQL TLS and payload encryption settings (see
+// docs/security.md). Each mistake stops the boot naming the variable; no secret is repeated.
+func (r *reader) security(c *Config) {
+	bindVar, _, _ := r.lookup("QUEEN_BIND_ADDR", "HOST")
+	r.bareHost(&c.BindAddr, bindVar, "PORT")
+	meshVar, _, ok := r.lookup("QUEEN_MESH_BIND_ADDR")
+	if !ok {
+		meshVar = bindVar // the mesh binds where the HTTP listener does
+	}
+	r.bareHost(&c.MeshBindAddr, meshVar, "QUEEN_MESH_PORT")
+	if v := strings.TrimSpace(r.str("", "QUEEN_METRICS_BIND_ADDR")); v != "" {
+		host, port, err := net.SplitHostPort(v)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 0 || n > 65535 || strings.ContainsAny(host, " /") {
+			r.fail("QUEEN_METRICS_BIND_ADDR", v, "must be host:port (e.g. 127.0.0.1:9632)")
+		}
+		c.MetricsBindAddr = v
+	}
+
+	c.PGUseSSL = r.boolean(false, "PG_USE_SSL")
+	c.PGSSLRejectUnauthorized = r.boolean(true, "PG_SSL_REJECT_UNAUTHORIZED")
+	if v := r.str("", "PG_SSL_ROOT_CERT"); v != "" {
+		shown := v
+		pem := []byte(v)
+		if strings.Contains(v, "-----BEGIN") {
+			// The PEM itself, as the reference takes it; \n escapes allow a one-line env file.
+			shown = "<PEM content>"
+			pem = []byte(strings.ReplaceAll(v, `\n`, "\n"))
+		} else {
+			b, err := os.ReadFile(v)
+			if err != nil {
+				r.fail("PG_SSL_ROOT_CERT", shown, "cannot read the CA file: "+err.Error())
+			}
+			pem = b
+		}
+		if r.err == nil && !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			r.fail("PG_SSL_ROOT_CERT", shown, "holds no PEM-encoded CA certificate")
+		}
+		c.PGSSLRootCert = pem
+	}
+
+	if v := r.str("", seal.KeyVar); v != "" {
+		if _, err := seal.ParseKey(v); err != nil && r.err == nil {
+			r.err = fmt.Errorf("invalid %s (value not shown): %w", seal.KeyVar, err)
+		}
+		c.EncryptionKey = v
+	}
+}
+
+// bareHost checks a bind address: a host name or an IP address, without a port (the port has
+// a variable of its own). A bracketed IPv6 address loses its brackets.
+func (r *reader) bareHost(addr *string, name, portVar string) {
+	v := *addr
+	if strings.HasPrefix(v, "[") && strings.HasSuffix(v, "]") {
+		v = v[1 : len(v)-1]
+	}
+	if _, _, err := net.SplitHostPort(v); err == nil || strings.ContainsAny(v, " /[]") || v == "" {
+		r.fail(name, *addr, "must be a bare host name or IP address, without a port (set the port with "+portVar+")")
+		return
+	}
+	*addr = v
 }

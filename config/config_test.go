@@ -14,7 +14,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Port != 6632 || c.BindAddr != "0.0.0.0" || c.DefaultTimeout != 30*time.Second ||
-		c.DefaultBatchSize != 1 || c.PGHost != "" || c.DataDir != ".queen" || c.JWTEnabled ||
+		c.DefaultBatchSize != 1 || c.PGHost != "" || c.DataDir != ".queen" || c.JWT.Enabled ||
 		c.MaxBodyBytes != 64<<20 || c.PopWaitInitialInterval != 100*time.Millisecond {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}

@@ -221,6 +221,10 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	if s.EncryptedQueues != nil {
+		s.EncryptedQueues.Set(q.Name, q.Options.EncryptionEnabled)
+	}
+	s.Control.AnnounceQueueChange(q.Name, false)
 	o := q.Options
 	writeJSON(ctx, fasthttp.StatusOK, configureJSON{
 		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: q.Name,
@@ -361,5 +365,9 @@ func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	if s.EncryptedQueues != nil {
+		s.EncryptedQueues.Set(name, false)
+	}
+	s.Control.AnnounceQueueChange(name, true)
 	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: name})
 }

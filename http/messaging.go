@@ -92,6 +92,20 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusCreated, []pushResultJSON{})
 		return
 	}
+	sub := producerSub(ctx)
+	for i := range items {
+		items[i].ProducerSub = sub
+	}
+	if s.anyEncrypted() {
+		toSeal := make([]*persistence.PushItem, len(items))
+		for i := range items {
+			toSeal[i] = &items[i].PushItem
+		}
+		if err := s.sealItems(toSeal); err != nil {
+			writeSealError(ctx, err)
+			return
+		}
+	}
 	results, status, err := s.storeItems(items)
 	if err != nil {
 		writeError(ctx, err)
@@ -162,6 +176,10 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 		for k, r := range rep.Results {
 			i := sl.idx[k]
 			out[i].Status = r.Status
+			if r.Status == persistence.StatusFailed {
+				out[i].Error = r.Error
+				continue
+			}
 			out[i].MessageID = r.MessageID.String()
 			if r.Status == persistence.StatusQueued {
 				pid := r.PartitionID.String()
@@ -328,6 +346,7 @@ func (s *Server) popOnce(ctx *fasthttp.RequestCtx, req persistence.PopRequest, w
 	if err == nil {
 		err = rep.Err
 	}
+	s.openMessages(rep.Result.Messages)
 	return rep, err
 }
 
@@ -356,30 +375,14 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 	if req.AutoAck {
 		leaseID = ""
 	}
-	msgs := make([]popMessageJSON, len(res.Messages))
-	for i, m := range res.Messages {
-		msgs[i] = popMessageJSON{
-			ConsumerGroup: req.Group,
-			CreatedAt:     m.CreatedAt.UTC().Format(timeFormat),
-			Data:          m.Payload,
-			ID:            m.ID.String(),
-			LeaseID:       leaseID,
-			Partition:     m.Partition.Name,
-			PartitionID:   m.Partition.ID.String(),
-			ProducerSub:   textPtr(m.ProducerSub),
-			TraceID:       uuidText(m.TraceID),
-			TransactionID: m.TransactionID,
-		}
+	setCORS(ctx)
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	size := 256
+	for _, m := range res.Messages {
+		size += 320 + len(m.Payload)
 	}
-	out := popJSON{ConsumerGroup: req.Group, LeaseID: &leaseID, Messages: msgs, Queue: req.Queue, Success: true}
-	if len(res.Partitions) > 0 {
-		first := res.Partitions[0]
-		id := first.ID.String()
-		out.Partition, out.PartitionID = first.Name, &id
-		n := len(res.Partitions)
-		out.PartitionsClaimed = &n
-	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	ctx.Response.SetBodyRaw(appendPopBody(make([]byte, 0, size), req, res, leaseID))
 }
 
 // popByNamespace serves GET /api/v1/pop?namespace=&task=: a pop from the first queue of that
@@ -538,10 +541,24 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ops := make([]persistence.TxOp, len(decoded))
+	sub := producerSub(ctx)
 	for i, op := range decoded {
 		ops[i].Ack = op.ack
 		for _, it := range op.push {
+			it.ProducerSub = sub
 			ops[i].Push = append(ops[i].Push, it.PushItem)
+		}
+	}
+	if s.anyEncrypted() {
+		var toSeal []*persistence.PushItem
+		for i := range ops {
+			for j := range ops[i].Push {
+				toSeal = append(toSeal, &ops[i].Push[j])
+			}
+		}
+		if err := s.sealItems(toSeal); err != nil {
+			writeSealError(ctx, err)
+			return
 		}
 	}
 	c, cancel := s.dbContext()
@@ -564,7 +581,8 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			it := ops[i].Push[j]
 			out.Results = append(out.Results, txResultJSON{
 				Index: len(out.Results), MessageID: p.MessageID.String(), PartitionID: p.PartitionID.String(),
-				QueueName: it.Queue, Status: p.Status, Success: true, TransactionID: it.TransactionID, Type: "push",
+				QueueName: it.Queue, Status: p.Status, Success: p.Status != persistence.StatusFailed,
+				TransactionID: it.TransactionID, Type: "push",
 			})
 		}
 	}

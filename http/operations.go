@@ -25,6 +25,9 @@ type Control interface {
 	SharedState() any
 	// Notify wakes parked pops of queue here and on the peers.
 	Notify(queue string, partitions []string)
+	// AnnounceQueueChange tells the peers that queue was configured or deleted here, so they
+	// re-read what they cache of it (which queues are encrypted).
+	AnnounceQueueChange(queue string, deleted bool)
 }
 
 type failedFilesJSON struct {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -17,8 +18,10 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"queen/actors"
+	"queen/auth"
 	"queen/config"
 	"queen/persistence"
+	"queen/seal"
 )
 
 // Deps is what the handlers use.
@@ -33,31 +36,58 @@ type Deps struct {
 
 	Maintenance *actors.Maintenance
 	Control     Control
+	// Auth verifies bearer tokens; nil when JWT_ENABLED=false (every route is open).
+	Auth *auth.Verifier
+
+	// PayloadKey seals and opens payloads; nil without QUEEN_ENCRYPTION_KEY (see security.go).
+	PayloadKey *seal.Key
+	// EncryptedQueues says which queues are configured with encryptionEnabled.
+	EncryptedQueues *seal.Queues
 }
 
 // Server serves the Queen HTTP API.
 type Server struct {
 	Deps
 	srv *fasthttp.Server
+	// metrics serves /metrics and /metrics/prometheus on QUEEN_METRICS_BIND_ADDR (security.go).
+	metrics     *fasthttp.Server
+	metricsOnce sync.Once
 }
 
-// Access levels of the routes (enforced once JWT is on; see docs/operations.md).
-type access int
-
+// Access levels of the routes, enforced by guard when JWT is on (see docs/security.md).
 const (
-	public access = iota
-	readOnly
-	writeOnly
-	readWrite
-	admin
+	public    = auth.Public
+	readOnly  = auth.ReadOnly
+	writeOnly = auth.WriteOnly
+	readWrite = auth.ReadWrite
+	admin     = auth.Admin
 )
 
 // route is one entry of the route table: every route the broker serves, with its access level.
 type route struct {
 	method, path string
-	level        access
+	level        auth.Level
 	handle       fasthttp.RequestHandler
 }
+
+// RouteInfo is a route of the table without its handler.
+type RouteInfo struct {
+	Method, Path string
+	Level        auth.Level
+}
+
+// Routes lists the route table (the tests walk it, so a new route is covered by the access
+// tests without editing them). Anything that matches no route is read-write.
+func Routes() []RouteInfo {
+	var out []RouteInfo
+	for _, rt := range (&Server{}).routes() {
+		out = append(out, RouteInfo{Method: rt.method, Path: rt.path, Level: rt.level})
+	}
+	return out
+}
+
+// UnknownRouteLevel is the level of a request that matches no route.
+const UnknownRouteLevel = readWrite
 
 // New builds the server and its route table.
 func New(d Deps) *Server {
@@ -66,10 +96,10 @@ func New(d Deps) *Server {
 	r.HandleMethodNotAllowed = false // a known path with another method is an unknown route
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	for _, rt := range s.routes() {
-		r.Handle(rt.method, rt.path, rt.handle)
+	for _, rt := range s.mainRoutes() {
+		r.Handle(rt.method, rt.path, s.guard(rt.level, rt.handle))
 	}
-	r.NotFound = s.notFound
+	r.NotFound = s.guard(UnknownRouteLevel, s.notFound)
 	r.GlobalOPTIONS = preflight
 	s.srv = &fasthttp.Server{
 		Handler:                       r.Handler,
@@ -91,6 +121,14 @@ func (s *Server) routes() []route {
 		{"GET", "/health", public, s.health},
 		{"GET", "/metrics", public, s.metricsJSON},
 		{"GET", "/metrics/prometheus", public, s.metricsPrometheus},
+
+		// The dashboard shell and the identity routes it boots with.
+		{"GET", "/", public, s.notFound},
+		{"GET", "/assets/{file:*}", public, s.notFound},
+		{"GET", "/favicon.ico", public, s.notFound},
+		{"GET", "/auth/me", public, s.authMe},
+		{"GET", "/auth/login", public, s.authLogin},
+		{"POST", "/auth/logout", public, s.authLogout},
 
 		{"POST", "/api/v1/configure", readWrite, s.configure},
 		{"POST", "/api/v1/push", writeOnly, s.push},
@@ -146,7 +184,12 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections and waits for open requests to finish.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	if m := s.metricsServer(); m != nil {
+		_ = m.ShutdownWithContext(ctx)
+	}
+	return s.srv.ShutdownWithContext(ctx)
+}
 
 // notFound answers unknown routes: JSON 404 for API paths and for any method but GET/HEAD,
 // the dashboard shell for other GETs (client-side routes).

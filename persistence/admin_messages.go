@@ -299,6 +299,7 @@ type DLQEntry struct {
 	Error         pgtype.Text
 	RetryCount    int
 	Payload       json.RawMessage
+	Encrypted     bool // Payload is a sealed envelope (queen.messages.is_encrypted)
 	ProducerSub   pgtype.Text
 	CreatedAt     time.Time
 	FailedAt      time.Time
@@ -329,7 +330,8 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 	rows, err := s.pool.Query(ctx, `
 		WITH f AS (
 			SELECT m.id, m.transaction_id, m.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
-			       d.error_message, d.retry_count, m.payload, m.producer_sub, m.created_at, d.failed_at, d.id AS entry
+			       d.error_message, d.retry_count, m.payload, m.producer_sub, m.created_at, d.failed_at, d.id AS entry,
+			       m.is_encrypted
 			FROM queen.dead_letter_queue d
 			JOIN queen.messages m ON m.partition_id = d.partition_id AND m.seq = d.message_seq
 			JOIN queen.partitions p ON p.id = d.partition_id
@@ -338,7 +340,7 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 		page AS (SELECT * FROM f ORDER BY failed_at DESC, entry LIMIT `+limit+` OFFSET `+offset+`)
 		SELECT (SELECT count(*) FROM f), page.id, page.transaction_id, page.partition_id, page.queue, page.partition,
 		       page.consumer_group, page.error_message, page.retry_count, page.payload, page.producer_sub,
-		       page.created_at, page.failed_at
+		       page.created_at, page.failed_at, page.is_encrypted
 		FROM (SELECT 1) one LEFT JOIN page ON true
 		ORDER BY page.failed_at DESC, page.entry`, w.args...)
 	if err != nil {
@@ -354,8 +356,9 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 		var pid pgtype.UUID
 		var retries pgtype.Int4
 		var created, failed pgtype.Timestamptz
+		var encrypted pgtype.Bool
 		if err := rows.Scan(&total, &id, &txID, &pid, &queue, &partition, &group, &e.Error, &retries, &e.Payload,
-			&e.ProducerSub, &created, &failed); err != nil {
+			&e.ProducerSub, &created, &failed, &encrypted); err != nil {
 			return nil, 0, fmt.Errorf("cannot list dead letters: %w", err)
 		}
 		if !id.Valid {
@@ -364,6 +367,7 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 		e.MessageID, e.PartitionID = id.Bytes, pid.Bytes
 		e.TransactionID, e.Queue, e.Partition, e.Group = txID.String, queue.String, partition.String, group.String
 		e.RetryCount, e.CreatedAt, e.FailedAt = int(retries.Int32), created.Time, failed.Time
+		e.Encrypted = encrypted.Bool
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

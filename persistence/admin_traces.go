@@ -85,6 +85,7 @@ type NamedTrace struct {
 	Queue         string
 	Partition     string
 	Payload       json.RawMessage
+	Encrypted     bool // Payload is a sealed envelope (queen.messages.is_encrypted)
 }
 
 // TracesByName returns one page of the trace events carrying name, newest first, and how many
@@ -94,7 +95,7 @@ func (s *Store) TracesByName(ctx context.Context, name string, limit, offset int
 		WITH f AS (SELECT * FROM queen.message_traces WHERE trace_names @> ARRAY[$1::text]),
 		page AS (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $2 OFFSET $3)
 		SELECT (SELECT count(*) FROM f), t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
-		       t.trace_names, t.transaction_id, t.partition_id, q.name, p.name, m.payload
+		       t.trace_names, t.transaction_id, t.partition_id, q.name, p.name, m.payload, m.is_encrypted
 		FROM (SELECT 1) one
 		LEFT JOIN (page t
 			JOIN queen.messages m ON m.partition_id = t.partition_id AND m.seq = t.message_seq
@@ -112,8 +113,9 @@ func (s *Store) TracesByName(ctx context.Context, name string, limit, offset int
 		var id, pid pgtype.UUID
 		var event, group, txID, queue, partition pgtype.Text
 		var created pgtype.Timestamptz
+		var encrypted pgtype.Bool
 		if err := rows.Scan(&total, &id, &event, &t.Data, &group, &t.WorkerID, &created, &t.Names, &txID, &pid,
-			&queue, &partition, &t.Payload); err != nil {
+			&queue, &partition, &t.Payload, &encrypted); err != nil {
 			return nil, 0, fmt.Errorf("cannot read the traces named %q: %w", name, err)
 		}
 		if !id.Valid {
@@ -122,6 +124,7 @@ func (s *Store) TracesByName(ctx context.Context, name string, limit, offset int
 		t.ID, t.PartitionID = id.Bytes, pid.Bytes
 		t.EventType, t.Group, t.TransactionID, t.Queue, t.Partition = event.String, group.String, txID.String, queue.String, partition.String
 		t.CreatedAt = created.Time
+		t.Encrypted = encrypted.Bool
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {

@@ -34,6 +34,7 @@ type PushResult struct {
 	Status      string
 	MessageID   uuid.UUID
 	PartitionID uuid.UUID
+	Error       string // why a StatusFailed item was not stored
 }
 
 // Push stores items in one transaction and returns one result per item, in order. BEGIN
@@ -43,7 +44,7 @@ func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error
 	var out []PushResult
 	err := s.pipelinedTx(ctx, "push", func(conn *pgx.Conn) error {
 		var err error
-		out, err = pushInTx(ctx, conn, items, true)
+		out, err = pushInTx(ctx, conn, items, true, s.sealer)
 		return err
 	})
 	return out, err
@@ -68,7 +69,9 @@ type dedupKey struct {
 //
 // With explicit, tx is a bare connection: the first batch opens the transaction and the second
 // commits it.
-func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bool) ([]PushResult, error) {
+//
+// Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
+func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bool, sealer PayloadSealer) ([]PushResult, error) {
 	queues := map[string]bool{}
 	parts := map[partitionKey]bool{}
 	for _, it := range items {
@@ -105,7 +108,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		SELECT q.id, v.p FROM unnest($1::text[], $2::text[]) AS v(q, p) JOIN queen.queues q ON q.name = v.q
 		ORDER BY q.id, v.p
 		ON CONFLICT (queue_id, name) DO NOTHING`, pq, pp)
-	b.Queue(`SELECT p.id, q.name, p.name, p.last_seq
+	b.Queue(`SELECT p.id, q.name, p.name, p.last_seq, q.encryption_enabled
 		FROM unnest($1::text[], $2::text[]) AS v(q, p)
 		JOIN queen.queues q ON q.name = v.q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
@@ -135,6 +138,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 	}
 	partID := map[partitionKey]uuid.UUID{}
 	head := map[uuid.UUID]int64{}
+	mustSeal := map[uuid.UUID]bool{}
 	rows, err := br.Query()
 	if err != nil {
 		br.Close()
@@ -144,13 +148,15 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		var id uuid.UUID
 		var k partitionKey
 		var last int64
-		if err := rows.Scan(&id, &k.queue, &k.partition, &last); err != nil {
+		var encrypted bool
+		if err := rows.Scan(&id, &k.queue, &k.partition, &last, &encrypted); err != nil {
 			rows.Close()
 			br.Close()
 			return nil, fmt.Errorf("cannot lock partitions: %w", err)
 		}
 		partID[k] = id
 		head[id] = last
+		mustSeal[id] = encrypted
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -201,6 +207,18 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 			out[i] = PushResult{Status: StatusDuplicate, MessageID: id, PartitionID: pid}
 			continue
 		}
+		payload, encrypted := it.Payload, it.Encrypted
+		if mustSeal[pid] {
+			sealed, refused, err := sealForQueue(sealer, &it)
+			if err != nil {
+				return nil, err
+			}
+			if refused != "" {
+				out[i] = PushResult{Status: StatusFailed, PartitionID: pid, Error: refused}
+				continue
+			}
+			payload, encrypted = sealed, true
+		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return nil, fmt.Errorf("cannot mint a message id: %w", err)
@@ -213,8 +231,8 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		colID = append(colID, id)
 		colTx = append(colTx, it.TransactionID)
 		colTrace = append(colTrace, it.TraceID)
-		colPayload = append(colPayload, it.Payload)
-		colEnc = append(colEnc, it.Encrypted)
+		colPayload = append(colPayload, payload)
+		colEnc = append(colEnc, encrypted)
 		colSub = append(colSub, it.ProducerSub)
 	}
 	b = &pgx.Batch{}

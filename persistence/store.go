@@ -4,6 +4,7 @@ package persistence
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,8 @@ const QueueMode = "__QUEUE_MODE__"
 
 // Store runs the broker's SQL on a pgx pool.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	sealer PayloadSealer // nil without QUEEN_ENCRYPTION_KEY; see encryption.go
 }
 
 // NewStore wraps an open pool.
@@ -35,6 +37,9 @@ type PoolOptions struct {
 	MaxConns         int
 	ConnectTimeout   time.Duration
 	StatementTimeout time.Duration
+	// TLS, when set, is the TLS configuration of every connection (PG_USE_SSL): it replaces
+	// the connection string's sslmode, and there is no fallback to plaintext.
+	TLS *tls.Config
 }
 
 // OpenPool connects to PostgreSQL. Every session runs in UTC so timestamps render as the clients
@@ -49,6 +54,10 @@ func OpenPool(ctx context.Context, connString string, o PoolOptions) (*pgxpool.P
 	}
 	if o.ConnectTimeout > 0 {
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	}
+	if o.TLS != nil {
+		cfg.ConnConfig.TLSConfig = o.TLS.Clone()
+		cfg.ConnConfig.Fallbacks = nil
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "queen"

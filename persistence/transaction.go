@@ -44,9 +44,15 @@ func (s *Store) Transaction(ctx context.Context, ops []TxOp) (results []TxOpResu
 				}
 				continue
 			}
-			res, err := pushInTx(ctx, tx, op.Push, false)
+			res, err := pushInTx(ctx, tx, op.Push, false, s.sealer)
 			if err != nil {
 				return err
+			}
+			for _, r := range res {
+				if r.Status == StatusFailed {
+					results = append(results, TxOpResult{Push: res})
+					return txAbort{"PUSH operation failed: " + r.Error}
+				}
 			}
 			results = append(results, TxOpResult{Push: res})
 		}

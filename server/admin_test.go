@@ -255,6 +255,14 @@ func TestAdminConfigure(t *testing.T) {
 		t.Fatalf("options after rejected calls: %v", o)
 	}
 
+	// orders is flagged encryptionEnabled and this broker has no key: its pushes are refused
+	// (docs/security.md) until the flag is cleared.
+	if status, body := c.Do("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "orders", "payload": 1}}}); status != 409 ||
+		string(body) != `{"error":"queue orders requires encryption but QUEEN_ENCRYPTION_KEY is not set"}` {
+		t.Fatalf("push to an encrypted queue without a key: %d %s", status, body)
+	}
+	admDecode[map[string]any](t, c, "POST", "/api/v1/configure", map[string]any{"queue": "orders", "options": map[string]any{"encryptionEnabled": false}}, 200)
+
 	// Pops use the merged leaseTime (45 s): the message browser shows the lease's expiry.
 	admPush(t, c, map[string]any{"queue": "orders", "payload": 1, "transactionId": "lease-check"})
 	before := time.Now()
@@ -408,8 +416,10 @@ func TestAdminMessages(t *testing.T) {
 		map[string]any{"queue": "browse", "payload": 1, "transactionId": "a1"},
 		map[string]any{"queue": "browse", "payload": 2, "transactionId": "a2", "traceId": "11111111-2222-3333-4444-555555555555"},
 		map[string]any{"queue": "browse", "payload": 3, "transactionId": "a3"},
-		map[string]any{"queue": "browse", "partition": "p2", "payload": 4, "transactionId": "b1"},
 	)
+	// A push of its own, after the others: the list is newest first, and pushes to different
+	// partitions commit in separate transactions.
+	res = append(res, admPush(t, c, map[string]any{"queue": "browse", "partition": "p2", "payload": 4, "transactionId": "b1"})...)
 	admPush(t, c, map[string]any{"queue": "elsewhere", "payload": 0})
 	def, p2 := *res[0].PartitionID, *res[3].PartitionID
 

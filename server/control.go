@@ -13,6 +13,7 @@ import (
 	"queen/config"
 	"queen/mesh"
 	"queen/persistence"
+	"queen/seal"
 	"queen/spool"
 )
 
@@ -34,8 +35,10 @@ type control struct {
 	flips atomic.Uint64
 	// orphans holds leases of failed pops, released once PostgreSQL answers (orphanedLeases).
 	orphans chan uuid.UUID
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// encrypted caches which queues are flagged encryptionEnabled; a peer's change reloads it.
+	encrypted *seal.Queues
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 // errDrainPaused stops a drain when push maintenance is turned on in its middle.
@@ -216,6 +219,12 @@ func (c *control) replay(ctx context.Context, batch [][]byte) (map[int]string, e
 	}
 	woken := map[string][]string{}
 	for k, r := range results {
+		if r.Status == persistence.StatusFailed {
+			// A clear record for a queue flagged encrypted since, and no key: keep it out
+			// of the database, in the failed records, rather than store it in clear.
+			refused[index[k]] = r.Error
+			continue
+		}
 		if r.Status == persistence.StatusQueued {
 			woken[items[k].Queue] = append(woken[items[k].Queue], items[k].Partition)
 		}
@@ -380,8 +389,20 @@ func (c *control) MessageAvailable(queue, partition string) {
 	c.actors.Wake(queue, parts)
 }
 
-// QueueConfigChanged needs nothing: queue configuration is read from PostgreSQL on every pop.
-func (c *control) QueueConfigChanged(string) {}
+// QueueConfigChanged re-reads which queues are encrypted (the only queue setting cached here;
+// the rest is read from PostgreSQL on every pop).
+func (c *control) QueueConfigChanged(string) {
+	if c.encrypted != nil {
+		c.encrypted.Kick()
+	}
+}
+
+// AnnounceQueueChange implements http.Control: a queue was configured or deleted here.
+func (c *control) AnnounceQueueChange(queue string, deleted bool) {
+	if c.mesh != nil {
+		c.mesh.QueueConfigChanged(queue, deleted)
+	}
+}
 
 func (c *control) MaintenanceChanged(on bool) { c.flip(c.applyPush, on) }
 

@@ -5,13 +5,14 @@ package server
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/actors"
+	"queen/auth"
 	"queen/config"
 	queenhttp "queen/http"
 	"queen/mesh"
 	"queen/persistence"
 	"queen/persistence/localpg"
+	"queen/seal"
 	"queen/spool"
 )
 
@@ -47,6 +50,14 @@ type Broker struct {
 	pprof   *http.Server // nil unless QUEEN_PPROF_ADDR is set
 	spool   *spool.Spool
 	control *control
+	auth    *auth.Verifier // nil when JWT_ENABLED=false
+
+	// Payload encryption, PostgreSQL TLS and the metrics listener (security.go).
+	sealKey   *seal.Key // nil without QUEEN_ENCRYPTION_KEY
+	encQueues *seal.Queues
+	stopEnc   context.CancelFunc
+	pgTLSConf *tls.Config // nil: plaintext (or the local cluster's unix socket)
+	metricsLn net.Listener
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -68,9 +79,18 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	b := &Broker{cfg: cfg, log: log, served: make(chan error, 1)}
 	defer func() {
 		if err != nil {
+			b.auth.Close()
+			b.stopEncryption()
 			b.stopDatabase()
 		}
 	}()
+
+	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
+	if cfg.JWT.Enabled {
+		if b.auth, err = auth.New(ctx, cfg.JWT, log.With("subsystem", "auth")); err != nil {
+			return nil, err
+		}
+	}
 
 	connString := opts.ConnString
 	if connString == "" {
@@ -80,14 +100,24 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	b.pool, err = persistence.OpenPool(ctx, connString, persistence.PoolOptions{
 		MaxConns: cfg.DBPoolSize, ConnectTimeout: cfg.DBConnTimeout, StatementTimeout: cfg.DBStmtTimeout,
+		TLS: b.pgTLSConf,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if b.pgTLSConf != nil {
+		if err = b.checkPGTLS(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err = persistence.Migrate(ctx, b.pool, log); err != nil {
 		return nil, err
 	}
 	b.store = persistence.NewStore(b.pool)
+	if err = b.startEncryption(ctx); err != nil {
+		b.pool.Close()
+		return nil, err
+	}
 	log.Info("database ready", "pool_size", cfg.DBPoolSize)
 
 	if b.spool, err = spool.Open(spool.Options{Dir: cfg.SpoolDir, Log: log.With("subsystem", "spool")}); err != nil {
@@ -96,6 +126,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	st := b.spool.Stats()
 	log.Info("spool ready", "dir", cfg.SpoolDir, "pending_records", st.Records, "failed_records", st.Failed)
 	b.control = newControl(cfg, log, b.store, b.spool)
+	b.control.encrypted = b.encQueues
 	if err = b.control.loadFlags(ctx); err != nil {
 		return nil, err
 	}
@@ -135,25 +166,36 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 
-	if cfg.JWTEnabled {
-		return nil, errors.New("JWT_ENABLED=true is not supported by this build yet")
+	if b.auth != nil {
+		log.Info("JWT auth ENABLED: every route but the public ones needs a bearer token",
+			"algorithms", strings.Join(b.auth.Algorithms(), "|"), "key_source", b.auth.KeySource(),
+			"issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience, "skip_paths", strings.Join(cfg.JWT.SkipPaths, ","))
+	} else {
+		log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
 	}
-	log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
 
 	b.http = queenhttp.New(queenhttp.Deps{
 		Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Metrics: set,
-		Maintenance: ctl.maint, Control: ctl,
+		Maintenance: ctl.maint, Control: ctl, Auth: b.auth,
+		PayloadKey: b.sealKey, EncryptedQueues: b.encQueues,
 	})
 	b.ln = opts.Listener
-	if b.ln == nil {
+	err = b.listenMetrics()
+	if err == nil && b.ln == nil {
 		addr := net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port))
 		if b.ln, err = net.Listen("tcp", addr); err != nil {
-			b.actors.Stop()
-			b.push.Close()
-			b.ack.Close()
-			b.pool.Close()
-			return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+			err = fmt.Errorf("cannot listen on %s: %w", addr, err)
+			if b.metricsLn != nil {
+				b.metricsLn.Close()
+			}
 		}
+	}
+	if err != nil {
+		b.actors.Stop()
+		b.push.Close()
+		b.ack.Close()
+		b.pool.Close()
+		return nil, err
 	}
 	b.jobs = startJobs(b.store, cfg, log)
 	ctl.start()
@@ -162,6 +204,15 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	go func() { b.served <- b.http.Serve(b.ln) }()
 	log.Info("http listening", "addr", b.ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes)
+	if b.metricsLn != nil {
+		go func() {
+			if err := b.http.ServeMetrics(b.metricsLn); err != nil {
+				log.Error("metrics listener stopped", "err", err)
+			}
+		}()
+		log.Info("metrics listening on their own address; /metrics and /metrics/prometheus are not served on the HTTP port",
+			"addr", b.metricsLn.Addr().String())
+	}
 	return b, nil
 }
 
@@ -212,8 +263,15 @@ func (b *Broker) database(ctx context.Context) (string, error) {
 	c := b.cfg
 	if c.PGHost != "" {
 		b.log.Info("using PostgreSQL", "host", c.PGHost, "port", c.PGPort, "database", c.PGDB, "user", c.PGUser)
+		var err error
+		if b.pgTLSConf, err = b.pgTLS(); err != nil {
+			return "", err
+		}
 		return fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=disable",
 			quote(c.PGHost), c.PGPort, quote(c.PGUser), quote(c.PGPassword), quote(c.PGDB)), nil
+	}
+	if c.PGUseSSL {
+		b.log.Warn("PG_USE_SSL is ignored: PG_HOST is unset, and the local PostgreSQL is reached over a unix socket")
 	}
 	dir, err := filepath.Abs(c.DataDir)
 	if err != nil {
@@ -270,11 +328,13 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	}
 	b.actors.Stop()
 	b.jobs.stop()
+	b.stopEncryption()
 	if cerr := b.spool.Close(); cerr != nil {
 		b.log.Error("cannot close the spool", "err", cerr)
 	}
 	b.pool.Close()
 	b.stopDatabase()
+	b.auth.Close()
 	b.log.Info("broker stopped")
 	return err
 }

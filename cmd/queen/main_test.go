@@ -1,6 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -16,4 +27,91 @@ func TestBootRefusesBadConfiguration(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJWTBootHelperProcess is not a test: the JWT boot tests run the test binary again with
+// QUEEN_JWT_BOOT_HELPER=1, and this runs main() in that process (exit code and stderr are main's).
+func TestJWTBootHelperProcess(t *testing.T) {
+	if os.Getenv("QUEEN_JWT_BOOT_HELPER") != "1" {
+		t.Skip("helper process for TestJWTBootRefusesMisconfiguration")
+	}
+	main()
+	os.Exit(0)
+}
+
+// Every JWT misconfiguration stops the boot with exit code 1 and a message naming the variable,
+// before PostgreSQL is touched.
+func TestJWTBootRefusesMisconfiguration(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	rsaPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	emptyJWKS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"keys":[]}`))
+	}))
+	defer emptyJWKS.Close()
+	closed := closedPort(t)
+
+	cases := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"unknown algorithm", []string{"JWT_ALGORITHM=RS257", "JWT_SECRET=s"}, "JWT_ALGORITHM"},
+		{"no key material", nil, "JWT_SECRET"},
+		{"RS256 without a key", []string{"JWT_ALGORITHM=RS256", "JWT_SECRET=s"}, "JWT_PUBLIC_KEY"},
+		{"EdDSA with an RSA key", []string{"JWT_ALGORITHM=EdDSA", "JWT_PUBLIC_KEY=" + rsaPEM}, "JWT_PUBLIC_KEY"},
+		{"malformed PEM", []string{"JWT_ALGORITHM=RS256", "JWT_PUBLIC_KEY=-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"}, "JWT_PUBLIC_KEY"},
+		{"JWKS unreachable", []string{"JWT_ALGORITHM=RS256", "JWT_JWKS_URL=http://" + closed + "/jwks", "JWT_JWKS_TIMEOUT_MS=2000"}, "JWT_JWKS_URL"},
+		{"JWKS without a usable key", []string{"JWT_ALGORITHM=auto", "JWT_JWKS_URL=" + emptyJWKS.URL}, "JWT_JWKS_URL"},
+		{"JWKS URL not http", []string{"JWT_ALGORITHM=RS256", "JWT_JWKS_URL=file:///etc/jwks.json"}, "JWT_JWKS_URL"},
+		{"role names collide", []string{"JWT_SECRET=s", "JWT_ROLE_WRITE_ONLY=admin"}, "JWT_ROLE_WRITE_ONLY"},
+		{"skip path", []string{"JWT_SECRET=s", "JWT_SKIP_PATHS=/health,metrics"}, "JWT_SKIP_PATHS"},
+		{"clock skew", []string{"JWT_SECRET=s", "JWT_CLOCK_SKEW=30s"}, "JWT_CLOCK_SKEW"},
+		{"refresh interval", []string{"JWT_SECRET=s", "JWT_JWKS_REFRESH_INTERVAL=0"}, "JWT_JWKS_REFRESH_INTERVAL"},
+		{"JWKS timeout", []string{"JWT_SECRET=s", "JWT_JWKS_TIMEOUT_MS=fast"}, "JWT_JWKS_TIMEOUT_MS"},
+		{"enabled not a boolean", []string{"JWT_ENABLED=maybe"}, "JWT_ENABLED"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestJWTBootHelperProcess$")
+			// A configuration that wrongly passed would meet a PostgreSQL that is not there
+			// and fail fast with a message naming no JWT variable.
+			cmd.Env = append([]string{
+				"QUEEN_JWT_BOOT_HELPER=1", "PATH=" + os.Getenv("PATH"), "JWT_ENABLED=true",
+				"PG_HOST=127.0.0.1", "PG_PORT=" + strings.TrimPrefix(closed, "127.0.0.1:"), "DB_CONNECTION_TIMEOUT=300",
+				"QUEEN_DATA_DIR=" + t.TempDir(), "PORT=1",
+			}, tc.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want exit code 1; stderr:\n%s", err, stderr.String())
+			}
+			last := strings.TrimSpace(stderr.String())
+			if i := strings.LastIndex(last, "\n"); i >= 0 {
+				last = last[i+1:]
+			}
+			if !strings.HasPrefix(last, "queen: ") || !strings.Contains(last, tc.want) {
+				t.Fatalf("last stderr line %q, want \"queen: ...\" naming %s", last, tc.want)
+			}
+		})
+	}
+}
+
+// closedPort is a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,19 @@ import (
 type Options struct {
 	DataDir string       // cluster lives in DataDir/pgdata; the unix socket in DataDir/run
 	Logger  *slog.Logger // nil means slog.Default()
+
+	// The rest is for tests that need a server reachable over TCP (PostgreSQL TLS).
+	//
+	// TCPPort, when not 0, makes the server listen on 127.0.0.1 at that port as well as on its
+	// unix socket (whose name carries the same port number).
+	TCPPort int
+	// Settings are extra postgresql.conf lines, name = value (the value written as given, so a
+	// string needs its single quotes), e.g. "ssl": "on".
+	Settings map[string]string
+	// Files are written into DataDir/pgdata before the server starts, readable by the server's
+	// user only: certificates and keys a setting names (relative paths there are resolved
+	// against the data directory), or a pg_hba.conf replacing the one initdb wrote.
+	Files map[string][]byte
 }
 
 // Cluster is a running server started by Start.
@@ -35,12 +49,16 @@ type Cluster struct {
 	user    string              // the name behind cred
 	log     *slog.Logger
 	lock    *os.File // flock held while the server is ours
+	port    int      // the socket's (and TCPPort's) port number
+	tcp     bool
+	extra   map[string]string
+	files   map[string][]byte
 
 	mu      sync.Mutex
 	stopped bool
 }
 
-const port = 5432
+const defaultPort = 5432
 
 // maxSocketPath is sizeof(sockaddr_un.sun_path) minus the terminating NUL.
 const maxSocketPath = 107
@@ -59,11 +77,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		pgdata:  filepath.Join(dataDir, "pgdata"),
 		runDir:  filepath.Join(dataDir, "run"),
 		log:     opts.Logger,
+		port:    defaultPort,
+		extra:   opts.Settings,
+		files:   opts.Files,
+	}
+	if opts.TCPPort != 0 {
+		c.port, c.tcp = opts.TCPPort, true
 	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	if sock := filepath.Join(c.runDir, fmt.Sprintf(".s.PGSQL.%d", port)); len(sock) > maxSocketPath {
+	if sock := filepath.Join(c.runDir, fmt.Sprintf(".s.PGSQL.%d", c.port)); len(sock) > maxSocketPath {
 		return nil, fmt.Errorf("the postgresql socket path %s is %d bytes, more than the %d unix sockets allow: set QUEEN_DATA_DIR to a shorter directory such as /var/lib/queen or /tmp/queen",
 			sock, len(sock), maxSocketPath)
 	}
@@ -132,6 +156,10 @@ func (c *Cluster) SocketDir() string { return c.runDir }
 
 // ConnString returns a keyword/value conn string for database db as the superuser.
 func (c *Cluster) ConnString(db string) string {
+	port := c.port
+	if port == 0 {
+		port = defaultPort
+	}
 	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", quoteConnValue(c.runDir), port, quoteConnValue(db))
 }
 
@@ -268,21 +296,39 @@ func (c *Cluster) initdb(ctx context.Context) error {
 }
 
 func (c *Cluster) writeConfig() error {
+	listen := ""
+	if c.tcp {
+		listen = "127.0.0.1"
+	}
 	conf := fmt.Sprintf(`# Written by queen at every start; use ALTER SYSTEM to override.
-listen_addresses = ''
+listen_addresses = '%s'
 port = %d
 unix_socket_directories = '%s'
 max_connections = 200
 shared_buffers = 256MB
 fsync = on
-`, port, strings.ReplaceAll(c.runDir, "'", "''"))
-	path := filepath.Join(c.pgdata, "queen.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
+`, listen, c.port, strings.ReplaceAll(c.runDir, "'", "''"))
+	names := make([]string, 0, len(c.extra))
+	for name := range c.extra {
+		names = append(names, name)
 	}
-	if c.cred != nil {
-		if err := os.Chown(path, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return fmt.Errorf("cannot hand %s to user %s: %w", path, c.user, err)
+	sort.Strings(names)
+	for _, name := range names {
+		conf += name + " = " + c.extra[name] + "\n"
+	}
+	files := map[string][]byte{"queen.conf": []byte(conf)}
+	for name, body := range c.files {
+		files[name] = body
+	}
+	for name, body := range files {
+		path := filepath.Join(c.pgdata, name)
+		if err := os.WriteFile(path, body, 0o600); err != nil {
+			return fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		if c.cred != nil {
+			if err := os.Chown(path, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+				return fmt.Errorf("cannot hand %s to user %s: %w", path, c.user, err)
+			}
 		}
 	}
 	return nil

@@ -24,6 +24,19 @@ type Client struct {
 	Base   string
 	Broker *server.Broker
 	http   *http.Client
+	header http.Header // sent on every request (WithHeader)
+}
+
+// WithHeader returns a client for the same broker that also sends key: value on every request
+// (an Authorization bearer token, say); c itself is unchanged.
+func (c *Client) WithHeader(key, value string) *Client {
+	cp := *c
+	cp.header = c.header.Clone()
+	if cp.header == nil {
+		cp.header = http.Header{}
+	}
+	cp.header.Set(key, value)
+	return &cp
 }
 
 // Start boots a broker on 127.0.0.1 against the database connString. env overrides
@@ -88,6 +101,9 @@ func (c *Client) Do(method, path string, body any) (int, []byte) {
 	req, err := http.NewRequest(method, c.Base+path, r)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSecurityBootHelperProcess is not a test: TestSecurityBootRefusesMisconfiguration runs the
+// test binary again with QUEEN_SECURITY_BOOT_HELPER=1, and this runs main() in that process.
+func TestSecurityBootHelperProcess(t *testing.T) {
+	if os.Getenv("QUEEN_SECURITY_BOOT_HELPER") != "1" {
+		t.Skip("helper process for TestSecurityBootRefusesMisconfiguration")
+	}
+	main()
+	os.Exit(0)
+}
+
+// Every listener, PostgreSQL TLS and encryption-key misconfiguration stops the boot with exit
+// code 1 and a last line naming the variable, before anything starts; the key is never echoed.
+func TestSecurityBootRefusesMisconfiguration(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("this is not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	const shortKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde" // 63 characters
+	const notHex = "zz23456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"  // 64, not hex
+	cases := []struct {
+		name, env, want string
+		secret          string // must not appear in the output
+	}{
+		{"key too short", "QUEEN_ENCRYPTION_KEY=" + shortKey, "QUEEN_ENCRYPTION_KEY", shortKey},
+		{"key not hex", "QUEEN_ENCRYPTION_KEY=" + notHex, "QUEEN_ENCRYPTION_KEY", notHex},
+		{"CA file missing", "PG_SSL_ROOT_CERT=" + filepath.Join(dir, "missing.pem"), "PG_SSL_ROOT_CERT", ""},
+		{"CA file not PEM", "PG_SSL_ROOT_CERT=" + garbage, "PG_SSL_ROOT_CERT", ""},
+		{"CA PEM malformed", "PG_SSL_ROOT_CERT=-----BEGIN CERTIFICATE-----\\nAAAA\\n-----END CERTIFICATE-----", "PG_SSL_ROOT_CERT", ""},
+		{"PG_USE_SSL not a boolean", "PG_USE_SSL=maybe", "PG_USE_SSL", ""},
+		{"reject not a boolean", "PG_SSL_REJECT_UNAUTHORIZED=nope", "PG_SSL_REJECT_UNAUTHORIZED", ""},
+		{"bind address with a port", "QUEEN_BIND_ADDR=0.0.0.0:6632", "QUEEN_BIND_ADDR", ""},
+		{"bind address IPv6 with a port", "QUEEN_BIND_ADDR=[::1]:6632", "QUEEN_BIND_ADDR", ""},
+		{"HOST alias with a port", "HOST=localhost:6632", "HOST", ""},
+		{"mesh bind address with a port", "QUEEN_MESH_BIND_ADDR=127.0.0.1:6633", "QUEEN_MESH_BIND_ADDR", ""},
+		{"metrics bind address without a port", "QUEEN_METRICS_BIND_ADDR=127.0.0.1", "QUEEN_METRICS_BIND_ADDR", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSecurityBootHelperProcess$")
+			// A configuration that wrongly passed would meet a PostgreSQL that is not there.
+			cmd.Env = []string{
+				"QUEEN_SECURITY_BOOT_HELPER=1", "PATH=" + os.Getenv("PATH"),
+				"PG_HOST=127.0.0.1", "PG_PORT=" + strings.TrimPrefix(closed, "127.0.0.1:"), "DB_CONNECTION_TIMEOUT=300",
+				"QUEEN_DATA_DIR=" + t.TempDir(), "PORT=1", tc.env,
+			}
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want exit code 1; output:\n%s", err, out.String())
+			}
+			last := strings.TrimSpace(out.String())
+			if i := strings.LastIndex(last, "\n"); i >= 0 {
+				last = last[i+1:]
+			}
+			if !strings.HasPrefix(last, "queen: ") || !strings.Contains(last, tc.want) {
+				t.Fatalf("last line %q, want \"queen: ...\" naming %s", last, tc.want)
+			}
+			if tc.secret != "" && strings.Contains(out.String(), tc.secret) {
+				t.Fatalf("the output repeats the key: %s", out.String())
+			}
+		})
+	}
+}

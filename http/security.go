@@ -1,0 +1,162 @@
+package http
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"queen/persistence"
+)
+
+// Listeners: with QUEEN_METRICS_BIND_ADDR set, /metrics and /metrics/prometheus are served on
+// that address only, so an operator can keep them off a network that tenants reach (their
+// per-queue series name every queue). The handlers are the same on either listener.
+
+func isMetricsPath(path string) bool { return path == "/metrics" || path == "/metrics/prometheus" }
+
+// mainRoutes is the route table of the main listener. When the metrics have a listener of their
+// own, their routes answer 404 here (rather than the dashboard shell of the fallback).
+func (s *Server) mainRoutes() []route {
+	rts := s.routes()
+	if s.Config.MetricsBindAddr == "" {
+		return rts
+	}
+	for i := range rts {
+		if isMetricsPath(rts[i].path) {
+			rts[i].handle = noSuchRoute
+		}
+	}
+	return rts
+}
+
+func noSuchRoute(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Not Found", Code: "no_such_route"})
+}
+
+// metricsServer is the server of the metrics listener, nil when there is none.
+func (s *Server) metricsServer() *fasthttp.Server {
+	if s.Config.MetricsBindAddr == "" {
+		return nil
+	}
+	s.metricsOnce.Do(func() {
+		s.metrics = &fasthttp.Server{
+			Handler: func(ctx *fasthttp.RequestCtx) {
+				switch {
+				case !ctx.IsGet() && !ctx.IsHead():
+					noSuchRoute(ctx)
+				case string(ctx.Path()) == "/metrics":
+					s.metricsJSON(ctx)
+				case string(ctx.Path()) == "/metrics/prometheus":
+					s.metricsPrometheus(ctx)
+				default:
+					noSuchRoute(ctx)
+				}
+			},
+			Name:               "queen-metrics",
+			MaxRequestBodySize: 4096,
+			ReadTimeout:        30 * time.Second,
+			IdleTimeout:        2 * time.Minute,
+			Logger:             fasthttpLogger{s.Log},
+			CloseOnShutdown:    true,
+		}
+	})
+	return s.metrics
+}
+
+// ServeMetrics serves the metrics routes on ln (QUEEN_METRICS_BIND_ADDR) until Shutdown.
+func (s *Server) ServeMetrics(ln net.Listener) error {
+	m := s.metricsServer()
+	if m == nil {
+		return errors.New("QUEEN_METRICS_BIND_ADDR is not set")
+	}
+	err := m.Serve(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Payload encryption. A push seals the payloads of queues configured with encryptionEnabled
+// before they go anywhere, the disk spool included; the push transaction seals whatever a stale
+// flag cache let through (persistence.sealForQueue). Reads open what is stored sealed.
+
+// encryptionRequired refuses a push to an encrypted queue when the broker has no key: storing
+// the payload in clear is exactly what the flag forbids, and retrying cannot help (409).
+type encryptionRequired struct{ queue string }
+
+func (e *encryptionRequired) Error() string { return persistence.EncryptionRequired(e.queue) }
+
+// anyEncrypted reports whether any queue is flagged encryptionEnabled: without one, a push
+// skips sealItems altogether.
+func (s *Server) anyEncrypted() bool {
+	return s.EncryptedQueues != nil && s.EncryptedQueues.Count() > 0
+}
+
+// sealItems seals, in place, the payloads of items bound for encrypted queues. Without a key it
+// refuses the whole request if any item needs sealing, before anything is stored.
+func (s *Server) sealItems(items []*persistence.PushItem) error {
+	if s.EncryptedQueues == nil {
+		return nil
+	}
+	for _, it := range items {
+		if it.Encrypted || !s.EncryptedQueues.Encrypted(it.Queue) {
+			continue
+		}
+		if s.PayloadKey == nil {
+			return &encryptionRequired{it.Queue}
+		}
+		env, err := s.PayloadKey.Seal(it.Payload)
+		if err != nil {
+			return err
+		}
+		it.Payload, it.Encrypted = env, true
+	}
+	return nil
+}
+
+// writeSealError answers a failed sealItems.
+func writeSealError(ctx *fasthttp.RequestCtx, err error) {
+	var req *encryptionRequired
+	if errors.As(err, &req) {
+		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: req.Error()})
+		return
+	}
+	writeError(ctx, err)
+}
+
+// openFailures counts payloads that are stored sealed but could not be opened.
+var openFailures atomic.Uint64
+
+// openPayload returns a stored payload in clear when encrypted says it is sealed (the message's
+// is_encrypted flag, not the payload's shape: a client cannot have the broker decrypt an
+// envelope it pushed into a clear queue). One that cannot be opened (no key, another key,
+// damaged) is returned as stored, as the reference does, and logged (sampled).
+func (s *Server) openPayload(p json.RawMessage, encrypted bool) json.RawMessage {
+	if !encrypted {
+		return p
+	}
+	var err error
+	if s.PayloadKey == nil {
+		err = errors.New("QUEEN_ENCRYPTION_KEY is not set")
+	} else {
+		var plain json.RawMessage
+		if plain, err = s.PayloadKey.Open(p); err == nil {
+			return plain
+		}
+	}
+	if n := openFailures.Add(1); n%10000 == 1 && s.Log != nil {
+		s.Log.Warn("cannot decrypt a stored payload; returning it as stored", "err", err, "occurrences", n)
+	}
+	return p
+}
+
+// openMessages opens the sealed payloads of popped messages in place.
+func (s *Server) openMessages(msgs []persistence.Message) {
+	for i := range msgs {
+		msgs[i].Payload = s.openPayload(msgs[i].Payload, msgs[i].Encrypted)
+	}
+}

@@ -1,0 +1,117 @@
+package seal
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Queues knows which queues are configured with encryptionEnabled, so that a push learns whether
+// to seal without a database round trip: the push must seal before its payload reaches the disk
+// spool, where PostgreSQL may not be reachable at all.
+//
+// It holds the whole set (flagged queues are few) and is kept current three ways: Set when this
+// broker configures or deletes a queue, Kick when a peer announces a change on the mesh, and a
+// periodic reload as the floor under a lost announcement. The database stays the authority: the
+// push transaction re-checks the flag and seals what a stale cache let through in clear.
+type Queues struct {
+	load func(context.Context) ([]string, error)
+	log  *slog.Logger
+	kick chan struct{}
+
+	mu  sync.RWMutex
+	on  map[string]bool
+	gen uint64 // bumped by Set, so a reload that read before a local change does not undo it
+}
+
+// NewQueues makes an empty set; load reads the names of the flagged queues from the database.
+func NewQueues(load func(context.Context) ([]string, error), log *slog.Logger) *Queues {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Queues{load: load, log: log, kick: make(chan struct{}, 1), on: map[string]bool{}}
+}
+
+// Encrypted reports whether queue is flagged encryptionEnabled.
+func (q *Queues) Encrypted(queue string) bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.on[queue]
+}
+
+// Count is the number of flagged queues.
+func (q *Queues) Count() int {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return len(q.on)
+}
+
+// Set records a change made by this broker (configure, delete).
+func (q *Queues) Set(queue string, encrypted bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.gen++
+	if encrypted {
+		q.on[queue] = true
+	} else {
+		delete(q.on, queue)
+	}
+}
+
+// Reload replaces the set with the database's. It reports false, changing nothing, when a
+// local Set happened while it read: what it read may predate that change.
+func (q *Queues) Reload(ctx context.Context) (bool, error) {
+	q.mu.RLock()
+	gen := q.gen
+	q.mu.RUnlock()
+	names, err := q.load(ctx)
+	if err != nil {
+		return false, err
+	}
+	on := make(map[string]bool, len(names))
+	for _, n := range names {
+		on[n] = true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.gen != gen {
+		return false, nil
+	}
+	q.on = on
+	return true, nil
+}
+
+// Kick asks the Run loop for a reload soon (a peer changed a queue's configuration).
+func (q *Queues) Kick() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run reloads every interval and on Kick until ctx ends.
+func (q *Queues) Run(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-q.kick:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fresh, err := q.Reload(rctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			q.log.Debug("cannot re-read the encrypted queues; keeping the ones in memory", "err", err)
+		case err == nil && !fresh:
+			q.Kick() // raced with a local change: read again
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"queen/persistence/pgtest"
+	"queen/server/servertest"
+)
+
+const testEncryptionKey = "5c0fa1d2e3b4a5968778695a4b3c2d1e0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
+// storedRow is a message as PostgreSQL holds it.
+type storedRow struct {
+	Payload   string
+	Encrypted bool
+}
+
+// storedRows reads the raw queen.messages rows of queue through the broker's own pool.
+func storedRows(t *testing.T, c *servertest.Client, queue string) []storedRow {
+	t.Helper()
+	rows, err := c.Broker.Store().Pool().Query(context.Background(), `
+		SELECT m.payload::text, m.is_encrypted FROM queen.messages m
+		JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.name = $1 ORDER BY m.seq`, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []storedRow
+	for rows.Next() {
+		var r storedRow
+		if err := rows.Scan(&r.Payload, &r.Encrypted); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkSealed fails unless every row is a sealed envelope with a 12-byte nonce and no marker.
+func checkSealed(t *testing.T, who string, rows []storedRow, want int, markers ...string) {
+	t.Helper()
+	if len(rows) != want {
+		t.Fatalf("%s: %d rows in queen.messages, want %d", who, len(rows), want)
+	}
+	for i, r := range rows {
+		for _, m := range markers {
+			if strings.Contains(r.Payload, m) {
+				t.Fatalf("%s: row %d holds the plaintext marker %q: %s", who, i, m, r.Payload)
+			}
+		}
+		var env map[string]string
+		if err := json.Unmarshal([]byte(r.Payload), &env); err != nil || len(env) != 3 || env["encrypted"] == "" || env["authTag"] == "" {
+			t.Fatalf("%s: row %d is not an envelope: %s", who, i, r.Payload)
+		}
+		if iv, err := base64.StdEncoding.DecodeString(env["iv"]); err != nil || len(iv) != 12 {
+			t.Fatalf("%s: row %d has iv %q, want 12 bytes", who, i, env["iv"])
+		}
+		if !r.Encrypted {
+			t.Fatalf("%s: row %d is_encrypted is false", who, i)
+		}
+	}
+}
+
+// spoolBytes reads every file under the spool directory.
+func spoolBytes(t *testing.T, dir string) []byte {
+	t.Helper()
+	var all []byte
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		all = append(all, b...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+// Payload encryption at rest: PostgreSQL and the spool files hold only ciphertext for a queue
+// configured with encryptionEnabled, on every write path (push, spool and its replay,
+// transaction, a stale flag cache); pop, message detail and the DLQ answer in clear; a broker
+// without the key refuses pushes to that queue instead of storing them in clear.
+func TestEncryptionAtRest(t *testing.T) {
+	t.Parallel()
+	cs := pgtest.NewDatabase(t)
+	spoolDir := t.TempDir()
+	c := servertest.Start(t, cs, map[string]string{
+		"QUEEN_ENCRYPTION_KEY": testEncryptionKey, "FILE_BUFFER_DIR": spoolDir, "FILE_BUFFER_FLUSH_MS": "20",
+	})
+	const queue = "vault"
+	c.JSON("POST", "/api/v1/configure", map[string]any{"queue": queue, "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
+
+	// Push straight to PostgreSQL.
+	pushWant(t, c, 200, "queued", item{"queue": queue, "payload": map[string]any{"secret": "MARKER-direct-7f3a"}, "transactionId": "direct"})
+	checkSealed(t, "direct push", storedRows(t, c, queue), 1, "MARKER-direct-7f3a")
+
+	// Push maintenance: the push goes to the spool, which must hold ciphertext too. A clear
+	// queue's marker in the same spool shows the files are searchable as they are.
+	setPushMaint(t, c, true)
+	pushWant(t, c, 201, "buffered", item{"queue": queue, "payload": map[string]any{"secret": "MARKER-spooled-91bd"}, "transactionId": "spooled"})
+	pushWant(t, c, 201, "buffered", item{"queue": "clearq", "payload": map[string]any{"note": "MARKER-clear-c0de"}})
+	spooled := spoolBytes(t, spoolDir)
+	if bytes.Contains(spooled, []byte("MARKER-spooled-91bd")) {
+		t.Fatal("the spool files hold the encrypted queue's payload in clear")
+	}
+	if !bytes.Contains(spooled, []byte("MARKER-clear-c0de")) {
+		t.Fatalf("the clear queue's marker is not in the spool files (%d bytes): the search proves nothing", len(spooled))
+	}
+	setPushMaint(t, c, false)
+	waitUntil(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, c).Pending == 0 })
+	checkSealed(t, "after the spool drained", storedRows(t, c, queue), 2, "MARKER-direct-7f3a", "MARKER-spooled-91bd")
+
+	// A transaction's push.
+	var tx struct {
+		Success bool `json:"success"`
+	}
+	c.JSON("POST", "/api/v1/transaction", map[string]any{"operations": []any{
+		map[string]any{"type": "push", "items": []item{{"queue": queue, "payload": map[string]any{"secret": "MARKER-tx-44e1"}, "transactionId": "tx"}}},
+	}}, 200, &tx)
+	if !tx.Success {
+		t.Fatal("transaction push failed")
+	}
+	checkSealed(t, "transaction push", storedRows(t, c, queue), 3, "MARKER-direct-7f3a", "MARKER-spooled-91bd", "MARKER-tx-44e1")
+
+	// Consumers read clear payloads.
+	p := popWith(t, c, "/api/v1/pop/queue/"+queue, "batch", "10")
+	if len(p.Messages) != 3 {
+		t.Fatalf("pop: %d messages, want 3", len(p.Messages))
+	}
+	for i, want := range []string{`{"secret":"MARKER-direct-7f3a"}`, `{"secret":"MARKER-spooled-91bd"}`, `{"secret":"MARKER-tx-44e1"}`} {
+		if got := string(p.Messages[i].Data); got != want {
+			t.Fatalf("pop message %d: data %s, want %s", i, got, want)
+		}
+	}
+	m := p.Messages[0]
+	var detail struct {
+		Payload     json.RawMessage `json:"payload"`
+		IsEncrypted bool            `json:"isEncrypted"`
+	}
+	c.JSON("GET", "/api/v1/messages/"+m.PartitionID+"/"+m.TransactionID, nil, 200, &detail)
+	if string(detail.Payload) != `{"secret":"MARKER-direct-7f3a"}` || !detail.IsEncrypted {
+		t.Fatalf("message detail: %+v", detail)
+	}
+	// The dead-letter list decrypts too (the reference returns the envelope there).
+	c.JSON("POST", "/api/v1/ack", map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID,
+		"leaseId": m.LeaseID, "status": "dlq", "error": "poison"}, 200, nil)
+	var dlq struct {
+		Messages []struct {
+			Data json.RawMessage `json:"data"`
+		} `json:"messages"`
+	}
+	c.JSON("GET", "/api/v1/dlq?queue="+queue, nil, 200, &dlq)
+	if len(dlq.Messages) != 1 || string(dlq.Messages[0].Data) != `{"secret":"MARKER-direct-7f3a"}` {
+		t.Fatalf("dlq: %+v", dlq)
+	}
+
+	// A queue flagged behind this broker's back (another broker, no mesh): the flag cache is
+	// stale, and the push transaction, which reads the flag, seals the payload itself.
+	pushWant(t, c, 200, "queued", item{"queue": "late", "payload": 0})
+	if _, err := c.Broker.Store().Pool().Exec(context.Background(), `UPDATE queen.queues SET encryption_enabled = true WHERE name = 'late'`); err != nil {
+		t.Fatal(err)
+	}
+	pushWant(t, c, 200, "queued", item{"queue": "late", "payload": map[string]any{"secret": "MARKER-late-5a5a"}})
+	if rows := storedRows(t, c, "late"); len(rows) != 2 || rows[0].Encrypted {
+		t.Fatalf("late: %+v", rows)
+	} else {
+		checkSealed(t, "push with a stale flag cache", rows[1:], 1, "MARKER-late-5a5a")
+	}
+	if p := popWith(t, c, "/api/v1/pop/queue/late", "batch", "10"); len(p.Messages) != 2 || string(p.Messages[1].Data) != `{"secret":"MARKER-late-5a5a"}` {
+		t.Fatalf("pop of late: %+v", p)
+	}
+
+	// A broker without the key refuses pushes to the encrypted queue, on both write routes,
+	// and stores nothing.
+	keyless := servertest.Start(t, cs, nil)
+	status, raw := keyless.Do("POST", "/api/v1/push", map[string]any{"items": []item{
+		{"queue": "clearq", "payload": 1}, {"queue": queue, "payload": map[string]any{"secret": "MARKER-nokey"}},
+	}})
+	if want := `{"error":"queue vault requires encryption but QUEEN_ENCRYPTION_KEY is not set"}`; status != 409 || string(raw) != want {
+		t.Fatalf("push without a key: %d %s, want 409 %s", status, raw, want)
+	}
+	status, raw = keyless.Do("POST", "/api/v1/transaction", map[string]any{"operations": []any{
+		map[string]any{"type": "push", "items": []item{{"queue": queue, "payload": map[string]any{"secret": "MARKER-nokey"}}}},
+	}})
+	if status != 409 || !strings.Contains(string(raw), "QUEEN_ENCRYPTION_KEY is not set") {
+		t.Fatalf("transaction without a key: %d %s", status, raw)
+	}
+	// Its flag cache stale as well: the push transaction refuses the item.
+	pushWant(t, keyless, 200, "queued", item{"queue": "late2", "payload": 0})
+	if _, err := c.Broker.Store().Pool().Exec(context.Background(), `UPDATE queen.queues SET encryption_enabled = true WHERE name = 'late2'`); err != nil {
+		t.Fatal(err)
+	}
+	res := pushWant(t, keyless, 200, "failed", item{"queue": "late2", "payload": map[string]any{"secret": "MARKER-nokey"}})
+	if !strings.Contains(res[0].Error, "QUEEN_ENCRYPTION_KEY is not set") {
+		t.Fatalf("stale push without a key: %+v", res[0])
+	}
+	for _, q := range []string{queue, "late2", "clearq"} {
+		for _, r := range storedRows(t, c, q) {
+			if strings.Contains(r.Payload, "MARKER-nokey") {
+				t.Fatalf("queue %s stored a refused payload: %s", q, r.Payload)
+			}
+		}
+	}
+}
+
+// Configuring a queue's encryption takes effect on the very next push (the flag cache is updated
+// by configure, not by its periodic refresh), both ways.
+func TestEncryptionFlagFollowsConfigure(t *testing.T) {
+	t.Parallel()
+	c := startBroker(t, map[string]string{"QUEEN_ENCRYPTION_KEY": testEncryptionKey})
+	pushWant(t, c, 200, "queued", item{"queue": "flip", "payload": map[string]any{"n": "MARKER-before"}})
+	c.JSON("POST", "/api/v1/configure", map[string]any{"queue": "flip", "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
+	pushWant(t, c, 200, "queued", item{"queue": "flip", "payload": map[string]any{"n": "MARKER-after"}})
+	rows := storedRows(t, c, "flip")
+	if len(rows) != 2 || rows[0].Encrypted || !strings.Contains(rows[0].Payload, "MARKER-before") {
+		t.Fatalf("rows before the flag: %+v", rows)
+	}
+	checkSealed(t, "after configure", rows[1:], 1, "MARKER-after")
+	c.JSON("POST", "/api/v1/configure", map[string]any{"queue": "flip", "options": map[string]any{"encryptionEnabled": false}}, 200, nil)
+	pushWant(t, c, 200, "queued", item{"queue": "flip", "payload": map[string]any{"n": "MARKER-off"}})
+	if rows := storedRows(t, c, "flip"); len(rows) != 3 || rows[2].Encrypted {
+		t.Fatalf("rows after the flag was cleared: %+v", rows)
+	}
+	if p := popWith(t, c, "/api/v1/pop/queue/flip", "batch", "10"); len(p.Messages) != 3 || string(p.Messages[1].Data) != `{"n":"MARKER-after"}` {
+		t.Fatalf("pop: %+v", p)
+	}
+}
+
+// Configuring a queue's encryption on broker A reaches broker B over the mesh: B, in push
+// maintenance, spools its next push to that queue sealed. B's periodic re-read is set to an
+// hour, and the spool is the one write path the push transaction's own check cannot cover, so
+// only the mesh announcement can make this pass.
+func TestEncryptionFlagCrossesTheMesh(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	lns := make([]net.Listener, 2)
+	addrs := make([]string, 2)
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], addrs[i] = ln, ln.Addr().String()
+	}
+	spoolB := t.TempDir()
+	env := map[string]string{"QUEEN_CACHE_REFRESH_INTERVAL_MS": "3600000", "QUEEN_ENCRYPTION_KEY": testEncryptionKey}
+	a := startMeshNode(t, "enc-a", db, lns[0], addrs, env)
+	envB := map[string]string{"FILE_BUFFER_DIR": spoolB}
+	for k, v := range env {
+		envB[k] = v
+	}
+	b := startMeshNode(t, "enc-b", db, lns[1], addrs, envB)
+	meshReady(t, a, 1)
+	meshReady(t, b, 1)
+
+	call[map[string]any](t, b, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": true}, 200)
+	call[map[string]any](t, a, "POST", "/api/v1/configure", map[string]any{"queue": "meshvault", "options": map[string]any{"encryptionEnabled": true}}, 200)
+	waitUntil(t, 10*time.Second, "B to spool meshvault's pushes sealed", func() bool {
+		marker := fmt.Sprintf("MARKER-mesh-%d", time.Now().UnixNano())
+		pushWant(t, b, 201, "buffered", item{"queue": "meshvault", "payload": map[string]any{"secret": marker}})
+		return !bytes.Contains(spoolBytes(t, spoolB), []byte(marker))
+	})
+	call[map[string]any](t, b, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": false}, 200)
+	waitUntil(t, 30*time.Second, "B's spool to drain", func() bool { return buffers(t, b).Pending == 0 })
+	p := popWith(t, a, "/api/v1/pop/queue/meshvault", "batch", "1000")
+	if len(p.Messages) == 0 || !strings.Contains(string(p.Messages[len(p.Messages)-1].Data), "MARKER-mesh-") {
+		t.Fatalf("pop through A: %+v", p)
+	}
+}

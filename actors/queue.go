@@ -82,7 +82,14 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		a.pushes = map[*PushRequest]*time.Timer{}
-		a.gauge = `queen_queue_parked_consumers{queue="` + labelValue(a.name) + `"}`
+		// A tenant's queue (tenancy) is labelled with the name its tenant knows and a tenant
+		// label: the stored name never reaches the metrics.
+		tenant, name := persistence.SplitName(a.name)
+		labels := `queue="` + labelValue(name) + `"`
+		if tenant != "" {
+			labels += `,tenant="` + labelValue(tenant) + `"`
+		}
+		a.gauge = `queen_queue_parked_consumers{` + labels + `}`
 		a.parked = a.deps.Metrics.GetOrCreateGauge(a.gauge, nil)
 	case *PushRequest:
 		a.received++

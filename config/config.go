@@ -5,6 +5,7 @@ package config
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,6 +47,12 @@ type Config struct {
 
 	// EncryptionKey is QUEEN_ENCRYPTION_KEY (64 hex characters, checked here), "" when unset.
 	EncryptionKey string
+
+	// TenancyHeader (QUEEN_TENANCY_HEADER) scopes queue identity by the x-queen-tenant header;
+	// it requires TrustedProxy (QUEEN_KV_TRUSTED_PROXY), the operator's statement that only a
+	// trusted gateway can set that header.
+	TenancyHeader bool
+	TrustedProxy  bool
 
 	// Pop defaults and long-poll re-check schedule.
 	DefaultTimeout           time.Duration // DEFAULT_TIMEOUT (ms)
@@ -380,6 +387,20 @@ func (r *reader) security(c *Config) {
 		}
 		c.EncryptionKey = v
 	}
+
+	c.TenancyHeader = r.boolean(false, "QUEEN_TENANCY_HEADER")
+	c.TrustedProxy = r.boolean(false, "QUEEN_KV_TRUSTED_PROXY")
+	if err := c.CheckTenancy(); err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
+// CheckTenancy refuses QUEEN_TENANCY_HEADER=true without QUEEN_KV_TRUSTED_PROXY=true.
+func (c Config) CheckTenancy() error {
+	if c.TenancyHeader && !c.TrustedProxy {
+		return errors.New("QUEEN_TENANCY_HEADER=true requires QUEEN_KV_TRUSTED_PROXY=true: the x-queen-tenant header is not a credential, so it must only be set by a trusted gateway that strips it from clients")
+	}
+	return nil
 }
 
 // bareHost checks a bind address: a host name or an IP address, without a port (the port has

@@ -87,3 +87,28 @@ func TestEncryptionKey(t *testing.T) {
 		}
 	}
 }
+
+func TestTenancySettings(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.TenancyHeader || c.TrustedProxy {
+		t.Fatalf("default: %v tenancy %v trusted %v", err, c.TenancyHeader, c.TrustedProxy)
+	}
+	c, err = Load(env(map[string]string{"QUEEN_TENANCY_HEADER": "true", "QUEEN_KV_TRUSTED_PROXY": "true"}))
+	if err != nil || !c.TenancyHeader || !c.TrustedProxy {
+		t.Fatalf("both on: %v tenancy %v trusted %v", err, c.TenancyHeader, c.TrustedProxy)
+	}
+	for _, e := range []map[string]string{
+		{"QUEEN_TENANCY_HEADER": "true"},
+		{"QUEEN_TENANCY_HEADER": "true", "QUEEN_KV_TRUSTED_PROXY": "false"},
+	} {
+		_, err := Load(env(e))
+		if err == nil || !strings.Contains(err.Error(), "QUEEN_TENANCY_HEADER") || !strings.Contains(err.Error(), "QUEEN_KV_TRUSTED_PROXY") {
+			t.Errorf("%v: %v, want an error naming both variables", e, err)
+		}
+	}
+	for _, name := range []string{"QUEEN_TENANCY_HEADER", "QUEEN_KV_TRUSTED_PROXY"} {
+		if _, err := Load(env(map[string]string{name: "1"})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=1: %v, want a strict boolean error", name, err)
+		}
+	}
+}

@@ -214,6 +214,10 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	if req.Queue, err = s.queueName(ctx, req.Queue, "queue"); err != nil {
+		writeError(ctx, err)
+		return
+	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	q, err := s.Store.Configure(c, req)
@@ -227,7 +231,7 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 	s.Control.AnnounceQueueChange(q.Name, false)
 	o := q.Options
 	writeJSON(ctx, fasthttp.StatusOK, configureJSON{
-		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: q.Name,
+		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: shownName(q.Name),
 		QueueID: q.ID.String(), Task: q.Task,
 		Options: queueOptionsJSON{
 			CompletedRetentionSeconds: o.CompletedRetentionSeconds, DeadLetterQueue: o.DeadLetterQueue,
@@ -263,7 +267,7 @@ type queueListJSON struct {
 func (s *Server) listQueues(ctx *fasthttp.RequestCtx) {
 	c, cancel := s.dbContext()
 	defer cancel()
-	queues, err := s.Store.ListQueues(c)
+	queues, err := s.Store.ListQueues(c, s.scope(ctx))
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -271,7 +275,7 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx) {
 	out := queueListJSON{Queues: make([]queueSummaryJSON, len(queues))}
 	for i, q := range queues {
 		out.Queues[i] = queueSummaryJSON{
-			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Name, Namespace: q.Namespace,
+			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: shownName(q.Name), Namespace: q.Namespace,
 			Partitions: q.Partitions, Task: q.Task,
 			Messages: queueCountsJSON{Pending: q.Messages.Pending, Processing: q.Messages.Processing, Total: q.Messages.Total},
 		}
@@ -320,9 +324,14 @@ func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	stored, err := s.queueName(ctx, name, "queue")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	q, err := s.Store.Queue(c, name)
+	q, err := s.Store.Queue(c, stored)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -332,7 +341,7 @@ func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	out := queueDetailJSON{
-		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Name, Namespace: q.Namespace, Task: q.Task,
+		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: shownName(q.Name), Namespace: q.Namespace, Task: q.Task,
 		Partitions: make([]partitionDetailJSON, len(q.Partitions)), Totals: statsJSON(q.Totals),
 	}
 	for i, p := range q.Partitions {
@@ -358,16 +367,21 @@ func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	stored, err := s.queueName(ctx, name, "queue")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	existed, err := s.Store.DeleteQueue(c, name)
+	existed, err := s.Store.DeleteQueue(c, stored)
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	if s.EncryptedQueues != nil {
-		s.EncryptedQueues.Set(name, false)
+		s.EncryptedQueues.Set(stored, false)
 	}
-	s.Control.AnnounceQueueChange(name, true)
+	s.Control.AnnounceQueueChange(stored, true)
 	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: name})
 }

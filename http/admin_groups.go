@@ -30,7 +30,7 @@ type consumerGroupJSON struct {
 func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
 	c, cancel := s.dbContext()
 	defer cancel()
-	groups, err := s.Store.ListConsumerGroups(c)
+	groups, err := s.Store.ListConsumerGroups(c, s.scope(ctx))
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -39,9 +39,9 @@ func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
 	for i, g := range groups {
 		out[i] = consumerGroupJSON{
 			MaxTimeLag: g.MaxTimeLag, Members: g.Members, Name: g.Name, PartitionsWithLag: g.PartitionsWithLag,
-			QueueName: g.Queue, State: g.State(), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
+			QueueName: shownName(g.Queue), State: g.State(), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
 			SubscriptionMode: textPtr(g.SubscriptionMode), SubscriptionTimestamp: msTimePtr(g.SubscriptionTimestamp),
-			Topics: []string{g.Queue}, TotalLag: g.TotalLag,
+			Topics: []string{shownName(g.Queue)}, TotalLag: g.TotalLag,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
@@ -69,7 +69,7 @@ func (s *Server) getConsumerGroup(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	parts, queues, err := s.Store.ConsumerGroup(c, group)
+	parts, queues, err := s.Store.ConsumerGroup(c, s.scope(ctx), group)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -80,10 +80,10 @@ func (s *Server) getConsumerGroup(ctx *fasthttp.RequestCtx) {
 	}
 	out := make(map[string]*groupQueueJSON, len(queues))
 	for _, q := range queues {
-		out[q] = &groupQueueJSON{Partitions: []groupPartitionJSON{}}
+		out[shownName(q)] = &groupQueueJSON{Partitions: []groupPartitionJSON{}}
 	}
 	for _, p := range parts {
-		q := out[p.Queue]
+		q := out[shownName(p.Queue)]
 		q.Partitions = append(q.Partitions, groupPartitionJSON{
 			LeaseActive: p.LeaseActive, LastConsumedAt: msTimePtr(p.LastConsumedAt), OffsetLag: p.OffsetLag,
 			Partition: p.Partition, TimeLagSeconds: p.TimeLagSeconds, TotalConsumed: p.TotalConsumed,
@@ -101,7 +101,7 @@ type deleteGroupJSON struct {
 	Success           bool   `json:"success"`
 }
 
-func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) { s.deleteGroup(ctx, "") }
+func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) { s.deleteGroup(ctx, "", "") }
 
 func (s *Server) deleteConsumerGroupQueue(ctx *fasthttp.RequestCtx) {
 	queue := pathParam(ctx, "queue")
@@ -109,12 +109,18 @@ func (s *Server) deleteConsumerGroupQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	s.deleteGroup(ctx, queue)
+	stored, err := s.queueName(ctx, queue, "queue")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.deleteGroup(ctx, stored, queue)
 }
 
-// deleteGroup deletes a group's cursors (on queue only, when not empty). Parked pops of the
-// group now have history to read again, so the queues are woken.
-func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue string) {
+// deleteGroup deletes a group's cursors (on queue only, when not empty; shown is its name as
+// the caller sent it). Parked pops of the group now have history to read again, so the queues
+// are woken.
+func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue, shown string) {
 	group, err := groupPath(ctx)
 	if err != nil {
 		writeError(ctx, err)
@@ -127,7 +133,7 @@ func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue string) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	d, err := s.Store.DeleteConsumerGroup(c, group, queue, deleteMetadata)
+	d, err := s.Store.DeleteConsumerGroup(c, s.scope(ctx), group, queue, deleteMetadata)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -136,7 +142,7 @@ func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue string) {
 		s.Control.Notify(q, nil)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, deleteGroupJSON{
-		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: queue, Success: true,
+		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: shown, Success: true,
 	})
 }
 
@@ -184,7 +190,7 @@ func (s *Server) updateSubscription(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	n, err := s.Store.UpdateSubscription(c, group, ts)
+	n, err := s.Store.UpdateSubscription(c, s.scope(ctx), group, ts)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -211,6 +217,11 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 	}
 	queue := pathParam(ctx, "queue")
 	if err := checkLen(queue, "queue"); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	stored, err := s.queueName(ctx, queue, "queue")
+	if err != nil {
 		writeError(ctx, err)
 		return
 	}
@@ -247,11 +258,11 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	if out.PartitionsUpdated, err = s.Store.SeekQueue(c, group, queue, target); err != nil {
+	if out.PartitionsUpdated, err = s.Store.SeekQueue(c, group, stored, target); err != nil {
 		writeError(ctx, err)
 		return
 	}
-	s.Control.Notify(queue, nil)
+	s.Control.Notify(stored, nil)
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
@@ -286,9 +297,14 @@ func (s *Server) seekPartition(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	stored, err := s.queueName(ctx, queue, "queue")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	movedTo, found, err := s.Store.SeekPartition(c, group, queue, partition)
+	movedTo, found, err := s.Store.SeekPartition(c, group, stored, partition)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -325,7 +341,7 @@ func (s *Server) laggingGroups(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	rows, err := s.Store.LaggingPartitions(c, time.Duration(minLag)*time.Second)
+	rows, err := s.Store.LaggingPartitions(c, s.scope(ctx), time.Duration(minLag)*time.Second)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -335,7 +351,7 @@ func (s *Server) laggingGroups(ctx *fasthttp.RequestCtx) {
 		out[i] = laggingJSON{
 			ConsumerGroup: l.Group, LagHours: float64(l.TimeLagSeconds) / 3600, LastConsumedAt: msTimePtr(l.LastConsumedAt),
 			OffsetLag: l.OffsetLag, OldestUnconsumedAt: msTime(l.OldestUnconsumedAt),
-			PartitionID: l.PartitionID.String(), PartitionName: l.Partition, QueueName: l.Queue,
+			PartitionID: l.PartitionID.String(), PartitionName: l.Partition, QueueName: shownName(l.Queue),
 			TimeLagSeconds: l.TimeLagSeconds, WorkerID: uuidText(l.LeaseID),
 		}
 	}

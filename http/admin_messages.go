@@ -53,8 +53,8 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 		Partition:      m.Partition,
 		PartitionID:    m.PartitionID.String(),
 		ProducerSub:    textPtr(m.ProducerSub),
-		Queue:          m.Queue,
-		QueuePath:      m.Queue + "/" + m.Partition,
+		Queue:          shownName(m.Queue),
+		QueuePath:      shownName(m.Queue) + "/" + m.Partition,
 		QueuePriority:  m.QueuePriority,
 		QueueStatus:    m.Status,
 		Status:         m.Status,
@@ -89,10 +89,14 @@ func messageFilter(args *fasthttp.Args) (persistence.MessageFilter, error) {
 
 func (s *Server) listMessages(ctx *fasthttp.RequestCtx) {
 	f, err := messageFilter(ctx.QueryArgs())
+	if err == nil && f.Queue != "" {
+		f.Queue, err = s.queueName(ctx, f.Queue, "queue")
+	}
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
+	f.Scope = s.scope(ctx)
 	c, cancel := s.dbContext()
 	defer cancel()
 	msgs, mode, err := s.Store.ListMessages(c, f)
@@ -168,7 +172,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	if m == nil {
+	if m == nil || !s.owns(ctx, m.Queue) {
 		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Message not found"})
 		return
 	}
@@ -224,6 +228,18 @@ func (s *Server) deleteMessage(ctx *fasthttp.RequestCtx) {
 	txID := pathParam(ctx, "transactionId")
 	c, cancel := s.dbContext()
 	defer cancel()
+	if s.Config.TenancyHeader {
+		// Another tenant's message is not found (one more read, with tenancy on only).
+		m, err := s.Store.Message(c, pid, txID)
+		if err != nil {
+			writeError(ctx, err)
+			return
+		}
+		if m == nil || !s.owns(ctx, m.Queue) {
+			writeJSON(ctx, fasthttp.StatusOK, deleteMessageJSON{Message: "Message not found", PartitionID: pid.String(), TransactionID: txID})
+			return
+		}
+	}
 	deleted, err := s.Store.DeleteMessage(c, pid, txID)
 	if err != nil {
 		writeError(ctx, err)
@@ -261,9 +277,16 @@ type dlqListJSON struct {
 func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	f := persistence.DLQFilter{
+		Scope: s.scope(ctx),
 		Queue: string(args.Peek("queue")), Group: string(args.Peek("consumerGroup")), Partition: string(args.Peek("partition")),
 	}
 	var err error
+	if f.Queue != "" {
+		if f.Queue, err = s.queueName(ctx, f.Queue, "queue"); err != nil {
+			writeError(ctx, err)
+			return
+		}
+	}
 	if f.From, err = timeParam(args, "from"); err != nil {
 		writeError(ctx, err)
 		return
@@ -290,7 +313,7 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 		out.Messages[i] = dlqEntryJSON{
 			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted), ErrorMessage: textPtr(e.Error),
 			FailedAt: msTime(e.FailedAt), ID: e.MessageID.String(), Partition: e.Partition, PartitionID: e.PartitionID.String(),
-			ProducerSub: textPtr(e.ProducerSub), Queue: e.Queue, RetryCount: e.RetryCount, TransactionID: e.TransactionID,
+			ProducerSub: textPtr(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)

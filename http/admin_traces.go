@@ -190,7 +190,7 @@ func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	traces, total, err := s.Store.TracesByName(c, name, limit, offset)
+	traces, total, err := s.Store.TracesByName(c, s.scope(ctx), name, limit, offset)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -202,7 +202,7 @@ func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) {
 		out.Traces[i] = namedTraceJSON{
 			ConsumerGroup: base.ConsumerGroup, CreatedAt: base.CreatedAt, Data: base.Data, EventType: base.EventType,
 			ID: base.ID, MessagePayload: s.openPayload(t.Payload, t.Encrypted), PartitionID: t.PartitionID.String(), PartitionName: t.Partition,
-			QueueName: t.Queue, TraceNames: base.TraceNames, TransactionID: t.TransactionID, WorkerID: base.WorkerID,
+			QueueName: shownName(t.Queue), TraceNames: base.TraceNames, TransactionID: t.TransactionID, WorkerID: base.WorkerID,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
@@ -229,7 +229,7 @@ func (s *Server) traceNames(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	names, total, err := s.Store.TraceNames(c, limit, offset)
+	names, total, err := s.Store.TraceNames(c, s.scope(ctx), limit, offset)
 	if err != nil {
 		writeError(ctx, err)
 		return

@@ -93,8 +93,14 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	sub := producerSub(ctx)
+	shown := make([]string, len(items))
 	for i := range items {
 		items[i].ProducerSub = sub
+		shown[i] = items[i].Queue
+		if items[i].Queue, err = s.queueName(ctx, items[i].Queue, "items["+strconv.Itoa(i)+"].queue"); err != nil {
+			writeError(ctx, err)
+			return
+		}
 	}
 	if s.anyEncrypted() {
 		toSeal := make([]*persistence.PushItem, len(items))
@@ -110,6 +116,12 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 	if err != nil {
 		writeError(ctx, err)
 		return
+	}
+	for i := range results {
+		results[i].QueueName = shown[i]
+		if results[i].Queue != "" {
+			results[i].Queue = shown[i]
+		}
 	}
 	writeJSON(ctx, status, results)
 }
@@ -318,11 +330,17 @@ func (s *Server) pop(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	shown := req.Queue
+	if req.Queue, err = s.queueName(ctx, req.Queue, "queue"); err != nil {
+		writeError(ctx, err)
+		return
+	}
 	rep, err := s.popOnce(ctx, req, wait, timeout)
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
+	req.Queue = shown
 	writePop(ctx, req, rep)
 }
 
@@ -403,7 +421,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 	deadline := time.Now().Add(timeout)
 	for checks := 1; ; checks++ {
 		c, cancel := s.dbContext()
-		queues, err := s.Store.QueuesByNamespace(c, ns, task)
+		queues, err := s.Store.QueuesByNamespace(c, s.scope(ctx), ns, task)
 		cancel()
 		if err != nil {
 			writeError(ctx, err)
@@ -418,6 +436,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 				return
 			}
 			if len(rep.Result.Messages) > 0 {
+				req.Queue = shownName(q)
 				writePop(ctx, req, rep)
 				return
 			}
@@ -506,6 +525,10 @@ func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
 		DLQ: r.DLQ, Index: i, LeaseReleased: r.LeaseReleased, Success: r.Success, TransactionID: txID,
 		PartitionName: textPtr(r.PartitionName), QueueName: textPtr(r.QueueName),
 	}
+	if out.QueueName != nil {
+		q := shownName(*out.QueueName)
+		out.QueueName = &q
+	}
 	if r.Error != "" {
 		e := r.Error
 		out.Error = &e
@@ -546,6 +569,10 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		ops[i].Ack = op.ack
 		for _, it := range op.push {
 			it.ProducerSub = sub
+			if it.Queue, err = s.queueName(ctx, it.Queue, "operations["+strconv.Itoa(i)+"].queue"); err != nil {
+				writeError(ctx, err)
+				return
+			}
 			ops[i].Push = append(ops[i].Push, it.PushItem)
 		}
 	}
@@ -581,7 +608,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			it := ops[i].Push[j]
 			out.Results = append(out.Results, txResultJSON{
 				Index: len(out.Results), MessageID: p.MessageID.String(), PartitionID: p.PartitionID.String(),
-				QueueName: it.Queue, Status: p.Status, Success: p.Status != persistence.StatusFailed,
+				QueueName: shownName(it.Queue), Status: p.Status, Success: p.Status != persistence.StatusFailed,
 				TransactionID: it.TransactionID, Type: "push",
 			})
 		}

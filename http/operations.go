@@ -189,6 +189,9 @@ func (s *Server) notify(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	queue, err := nameField(req.Queue, "queue")
+	if err == nil {
+		queue, err = s.queueName(ctx, queue, "queue")
+	}
 	if err != nil {
 		writeError(ctx, err)
 		return

@@ -97,7 +97,7 @@ func New(d Deps) *Server {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	for _, rt := range s.mainRoutes() {
-		r.Handle(rt.method, rt.path, s.guard(rt.level, rt.handle))
+		r.Handle(rt.method, rt.path, s.guard(rt.level, s.tenanted(rt.handle)))
 	}
 	r.NotFound = s.guard(UnknownRouteLevel, s.notFound)
 	r.GlobalOPTIONS = preflight

@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// QueuesByNamespace lists the queues of a namespace and/or task ("" matches any), highest
-// priority first.
-func (s *Store) QueuesByNamespace(ctx context.Context, namespace, task string) ([]string, error) {
+// QueuesByNamespace lists the queues in scope (ScopePrefix) of a namespace and/or task ("" matches
+// any), highest priority first.
+func (s *Store) QueuesByNamespace(ctx context.Context, scope, namespace, task string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name FROM queen.queues
-		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR task = $2)
-		ORDER BY priority DESC, name`, namespace, task)
+		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR task = $2) AND `+inScope("name", "$3")+`
+		ORDER BY priority DESC, name`, namespace, task, scope)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queues of namespace %q task %q: %w", namespace, task, err)
 	}
@@ -93,7 +93,7 @@ func (s *Store) Configure(ctx context.Context, r ConfigureRequest) (ConfiguredQu
 		o := r.Options
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO queen.queues (name, namespace, task)
-			VALUES ($1, COALESCE($2, split_part($1, '.', 1)), COALESCE($3, split_part($1, '.', 2)))
+			VALUES ($1, COALESCE($2, split_part(`+unscoped("$1")+`, '.', 1)), COALESCE($3, split_part(`+unscoped("$1")+`, '.', 2)))
 			ON CONFLICT (name) DO NOTHING`, r.Queue, r.Namespace, r.Task)
 		b.Queue(`UPDATE queen.queues SET
 				namespace = COALESCE($2, namespace),
@@ -182,16 +182,18 @@ const partitionCounts = `
 		       count(*) FILTER (WHERE qm.lease_expires_at > now() AND m.seq > qm.cursor_seq AND m.seq <= qm.lease_end_seq) AS processing
 		FROM queen.messages m WHERE m.partition_id = p.id) c`
 
-// ListQueues lists every queue with its partition count and live message counts, newest first.
-func (s *Store) ListQueues(ctx context.Context) ([]QueueSummary, error) {
+// ListQueues lists every queue in scope (ScopePrefix) with its partition count and live message
+// counts, newest first.
+func (s *Store) ListQueues(ctx context.Context, scope string) ([]QueueSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT q.id, q.name, q.namespace, q.task, q.created_at, count(p.id),
 		       COALESCE(sum(c.total), 0)::int8, COALESCE(sum(c.unconsumed - c.processing), 0)::int8,
 		       COALESCE(sum(c.processing), 0)::int8
 		FROM queen.queues q
 		LEFT JOIN (queen.partitions p `+partitionCounts+`) ON p.queue_id = q.id
+		WHERE `+inScope("q.name", "$1")+`
 		GROUP BY q.id
-		ORDER BY q.created_at DESC, q.name`)
+		ORDER BY q.created_at DESC, q.name`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queues: %w", err)
 	}

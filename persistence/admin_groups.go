@@ -57,9 +57,9 @@ const groupPositions = `
 		FROM queen.messages m WHERE m.partition_id = pc.partition_id AND m.seq > pc.cursor_seq
 		ORDER BY m.seq LIMIT 1) lag ON true`
 
-// ListConsumerGroups lists every (group, queue) pair that has cursors or a recorded
-// subscription, __QUEUE_MODE__ included, by group then queue.
-func (s *Store) ListConsumerGroups(ctx context.Context) ([]ConsumerGroupSummary, error) {
+// ListConsumerGroups lists every (group, queue) pair in scope (ScopePrefix) that has cursors or a
+// recorded subscription, __QUEUE_MODE__ included, by group then queue.
+func (s *Store) ListConsumerGroups(ctx context.Context, scope string) ([]ConsumerGroupSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH agg AS (
 			SELECT pc.consumer_group AS g, q.name AS queue, count(*) AS members,
@@ -68,17 +68,19 @@ func (s *Store) ListConsumerGroups(ctx context.Context) ([]ConsumerGroupSummary,
 			       COALESCE(max(GREATEST(lag.seconds, 0)), 0)::int8 AS max_time_lag,
 			       bool_or(pc.cursor_seq > 0 OR pc.last_consumed_at IS NOT NULL) AS consumed
 			`+groupPositions+`
+			WHERE `+inScope("q.name", "$1")+`
 			GROUP BY pc.consumer_group, q.name),
 		meta AS (
 			SELECT DISTINCT ON (consumer_group, queue_name) consumer_group AS g, queue_name AS queue,
 			       subscription_mode, subscription_timestamp, created_at
 			FROM queen.consumer_groups_metadata
+			WHERE `+inScope("queue_name", "$1")+`
 			ORDER BY consumer_group, queue_name, partition_name)
 		SELECT COALESCE(a.g, md.g), COALESCE(a.queue, md.queue), COALESCE(a.members, 0), COALESCE(a.with_lag, 0),
 		       COALESCE(a.total_lag, 0), COALESCE(a.max_time_lag, 0), COALESCE(a.consumed, false),
 		       md.subscription_mode, md.subscription_timestamp, md.created_at
 		FROM agg a FULL JOIN meta md ON md.g = a.g AND md.queue = a.queue
-		ORDER BY COALESCE(a.g, md.g) COLLATE "C", COALESCE(a.queue, md.queue) COLLATE "C"`)
+		ORDER BY COALESCE(a.g, md.g) COLLATE "C", COALESCE(a.queue, md.queue) COLLATE "C"`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list consumer groups: %w", err)
 	}
@@ -107,15 +109,17 @@ type GroupPartition struct {
 }
 
 // ConsumerGroup returns a group's positions by queue then partition, and every queue the group
-// has cursors or a recorded subscription on (none: the group does not exist).
-func (s *Store) ConsumerGroup(ctx context.Context, group string) ([]GroupPartition, []string, error) {
+// has cursors or a recorded subscription on (none: the group does not exist), in scope
+// (ScopePrefix).
+func (s *Store) ConsumerGroup(ctx context.Context, scope, group string) ([]GroupPartition, []string, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT q.name, p.name, pc.lease_id, COALESCE(pc.lease_expires_at > now(), false), pc.last_consumed_at,
 			pc.total_messages_consumed, GREATEST(p.last_seq - pc.cursor_seq, 0), COALESCE(GREATEST(lag.seconds, 0), 0)
 		`+groupPositions+`
-		WHERE pc.consumer_group = $1
-		ORDER BY q.name COLLATE "C", p.name COLLATE "C"`, group)
-	b.Queue(`SELECT DISTINCT queue_name FROM queen.consumer_groups_metadata WHERE consumer_group = $1`, group)
+		WHERE pc.consumer_group = $1 AND `+inScope("q.name", "$2")+`
+		ORDER BY q.name COLLATE "C", p.name COLLATE "C"`, group, scope)
+	b.Queue(`SELECT DISTINCT queue_name FROM queen.consumer_groups_metadata
+		WHERE consumer_group = $1 AND `+inScope("queue_name", "$2"), group, scope)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -158,9 +162,9 @@ type DeletedGroup struct {
 	Queues     []string // queues that had cursor rows
 }
 
-// DeleteConsumerGroup deletes a group's cursors on every queue, or on queue only when it is not
-// empty, and with deleteMetadata its recorded subscriptions there too.
-func (s *Store) DeleteConsumerGroup(ctx context.Context, group, queue string, deleteMetadata bool) (DeletedGroup, error) {
+// DeleteConsumerGroup deletes a group's cursors on every queue in scope (ScopePrefix), or on queue
+// only when it is not empty, and with deleteMetadata its recorded subscriptions there too.
+func (s *Store) DeleteConsumerGroup(ctx context.Context, scope, group, queue string, deleteMetadata bool) (DeletedGroup, error) {
 	var d DeletedGroup
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		d = DeletedGroup{}
@@ -168,10 +172,12 @@ func (s *Store) DeleteConsumerGroup(ctx context.Context, group, queue string, de
 		b.Queue(`WITH d AS (
 				DELETE FROM queen.partition_consumers pc USING queen.partitions p, queen.queues q
 				WHERE pc.partition_id = p.id AND p.queue_id = q.id AND pc.consumer_group = $1 AND ($2 = '' OR q.name = $2)
+				      AND `+inScope("q.name", "$3")+`
 				RETURNING q.name)
-			SELECT name, count(*) FROM d GROUP BY name ORDER BY name`, group, queue)
+			SELECT name, count(*) FROM d GROUP BY name ORDER BY name`, group, queue, scope)
 		if deleteMetadata {
-			b.Queue(`DELETE FROM queen.consumer_groups_metadata WHERE consumer_group = $1 AND ($2 = '' OR queue_name = $2)`, group, queue)
+			b.Queue(`DELETE FROM queen.consumer_groups_metadata WHERE consumer_group = $1 AND ($2 = '' OR queue_name = $2)
+				AND `+inScope("queue_name", "$3"), group, queue, scope)
 		}
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
@@ -201,11 +207,12 @@ func (s *Store) DeleteConsumerGroup(ctx context.Context, group, queue string, de
 	return d, nil
 }
 
-// UpdateSubscription moves every recorded subscription of a group to ts and returns how many
-// were changed. Only partitions the group has no cursor on yet are affected.
-func (s *Store) UpdateSubscription(ctx context.Context, group string, ts time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE queen.consumer_groups_metadata SET subscription_timestamp = $2 WHERE consumer_group = $1`,
-		group, ts)
+// UpdateSubscription moves every recorded subscription of a group on the queues in scope
+// (ScopePrefix) to ts and returns how many were changed. Only partitions the group has no cursor
+// on yet are affected.
+func (s *Store) UpdateSubscription(ctx context.Context, scope, group string, ts time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE queen.consumer_groups_metadata SET subscription_timestamp = $2
+		WHERE consumer_group = $1 AND `+inScope("queue_name", "$3"), group, ts, scope)
 	if err != nil {
 		return 0, fmt.Errorf("cannot update the subscription of consumer group %q: %w", group, err)
 	}
@@ -288,13 +295,13 @@ type LaggingPartition struct {
 }
 
 // LaggingPartitions lists the (group, partition) pairs whose oldest unconsumed message is at
-// least minLag old, largest lag first.
-func (s *Store) LaggingPartitions(ctx context.Context, minLag time.Duration) ([]LaggingPartition, error) {
+// least minLag old, largest lag first, on the queues in scope (ScopePrefix).
+func (s *Store) LaggingPartitions(ctx context.Context, scope string, minLag time.Duration) ([]LaggingPartition, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT pc.consumer_group, q.name, p.name, p.id, pc.lease_id, p.last_seq - pc.cursor_seq,
 		       lag.seconds, lag.created_at, pc.last_consumed_at`+groupPositions+`
-		WHERE p.last_seq > pc.cursor_seq AND lag.seconds >= $1
-		ORDER BY lag.seconds DESC, pc.consumer_group, q.name, p.name`, int64(minLag.Seconds()))
+		WHERE p.last_seq > pc.cursor_seq AND lag.seconds >= $1 AND `+inScope("q.name", "$2")+`
+		ORDER BY lag.seconds DESC, pc.consumer_group, q.name, p.name`, int64(minLag.Seconds()), scope)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list lagging partitions: %w", err)
 	}

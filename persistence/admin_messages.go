@@ -109,6 +109,7 @@ func (m ConsumptionMode) Type() string {
 
 // MessageFilter selects messages of the browser; empty strings match anything.
 type MessageFilter struct {
+	Scope     string // ScopePrefix of the caller's tenant
 	Queue     string
 	Partition string
 	Namespace string
@@ -148,6 +149,7 @@ func (a *sqlArgs) where() string {
 // the queue, partition, namespace and task filters are consumed.
 func (s *Store) ListMessages(ctx context.Context, f MessageFilter) ([]MessageInfo, ConsumptionMode, error) {
 	var scope sqlArgs
+	scope.add(inScope("q.name", "?"), f.Scope)
 	if f.Queue != "" {
 		scope.add("q.name = ?", f.Queue)
 	}
@@ -280,6 +282,7 @@ func (s *Store) DeleteMessage(ctx context.Context, partitionID uuid.UUID, transa
 
 // DLQFilter selects dead-letter entries; empty strings and nil times match anything.
 type DLQFilter struct {
+	Scope     string // ScopePrefix of the caller's tenant
 	Queue     string
 	Group     string
 	Partition string
@@ -309,6 +312,7 @@ type DLQEntry struct {
 // how many entries match in all.
 func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, error) {
 	var w sqlArgs
+	w.add(inScope("q.name", "?"), f.Scope)
 	if f.Queue != "" {
 		w.add("q.name = ?", f.Queue)
 	}

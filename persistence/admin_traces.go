@@ -90,9 +90,13 @@ type NamedTrace struct {
 
 // TracesByName returns one page of the trace events carrying name, newest first, and how many
 // there are in all.
-func (s *Store) TracesByName(ctx context.Context, name string, limit, offset int) ([]NamedTrace, int64, error) {
+// Only traces of messages on the queues in scope (ScopePrefix) count.
+func (s *Store) TracesByName(ctx context.Context, scope, name string, limit, offset int) ([]NamedTrace, int64, error) {
 	rows, err := s.pool.Query(ctx, `
-		WITH f AS (SELECT * FROM queen.message_traces WHERE trace_names @> ARRAY[$1::text]),
+		WITH f AS (SELECT t.* FROM queen.message_traces t
+			JOIN queen.partitions p ON p.id = t.partition_id
+			JOIN queen.queues q ON q.id = p.queue_id
+			WHERE t.trace_names @> ARRAY[$1::text] AND `+inScope("q.name", "$4")+`),
 		page AS (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $2 OFFSET $3)
 		SELECT (SELECT count(*) FROM f), t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
 		       t.trace_names, t.transaction_id, t.partition_id, q.name, p.name, m.payload, m.is_encrypted
@@ -101,7 +105,7 @@ func (s *Store) TracesByName(ctx context.Context, name string, limit, offset int
 			JOIN queen.messages m ON m.partition_id = t.partition_id AND m.seq = t.message_seq
 			JOIN queen.partitions p ON p.id = t.partition_id
 			JOIN queen.queues q ON q.id = p.queue_id) ON true
-		ORDER BY t.created_at DESC, t.id`, name, limit, offset)
+		ORDER BY t.created_at DESC, t.id`, name, limit, offset, scope)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read the traces named %q: %w", name, err)
 	}
@@ -143,17 +147,21 @@ type TraceName struct {
 
 // TraceNames returns one page of the trace names in use, most recently seen first, and how many
 // there are in all.
-func (s *Store) TraceNames(ctx context.Context, limit, offset int) ([]TraceName, int64, error) {
+// Only traces of messages on the queues in scope (ScopePrefix) count.
+func (s *Store) TraceNames(ctx context.Context, scope string, limit, offset int) ([]TraceName, int64, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH f AS (
 			SELECT n.name, count(*) AS traces, count(DISTINCT (t.partition_id, t.message_seq)) AS messages,
 			       max(t.created_at) AS last_seen
 			FROM queen.message_traces t CROSS JOIN LATERAL unnest(t.trace_names) AS n(name)
+			JOIN queen.partitions p ON p.id = t.partition_id
+			JOIN queen.queues q ON q.id = p.queue_id
+			WHERE `+inScope("q.name", "$3")+`
 			GROUP BY n.name),
 		page AS (SELECT * FROM f ORDER BY last_seen DESC, name LIMIT $1 OFFSET $2)
 		SELECT (SELECT count(*) FROM f), page.name, page.traces, page.messages, page.last_seen
 		FROM (SELECT 1) one LEFT JOIN page ON true
-		ORDER BY page.last_seen DESC, page.name`, limit, offset)
+		ORDER BY page.last_seen DESC, page.name`, limit, offset, scope)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot list trace names: %w", err)
 	}

@@ -20,9 +20,11 @@ func (s *Store) SetSealer(k PayloadSealer) { s.sealer = k }
 // StatusFailed is the push status of an item that was not stored; PushResult.Error says why.
 const StatusFailed = "failed"
 
-// EncryptionRequired is the reason a push to an encrypted queue is refused without a key.
+// EncryptionRequired is the reason a push to an encrypted queue is refused without a key; a
+// tenant's queue is named as its tenant knows it.
 func EncryptionRequired(queue string) string {
-	return fmt.Sprintf("queue %s requires encryption but QUEEN_ENCRYPTION_KEY is not set", queue)
+	_, name := SplitName(queue)
+	return fmt.Sprintf("queue %s requires encryption but QUEEN_ENCRYPTION_KEY is not set", name)
 }
 
 // sealForQueue returns the payload to store for an item of a queue whose encryption_enabled is

@@ -100,9 +100,10 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 	if explicit {
 		b.Queue("BEGIN")
 	}
-	// Namespace and task derive from the queue name (ns.task...) as in the reference.
+	// Namespace and task derive from the queue name (ns.task...) as in the reference, without
+	// the tenant of an internal name.
 	b.Queue(`INSERT INTO queen.queues (name, namespace, task)
-		SELECT n, split_part(n, '.', 1), split_part(n, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
+		SELECT n, split_part(`+unscoped("n")+`, '.', 1), split_part(`+unscoped("n")+`, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
 		ON CONFLICT (name) DO NOTHING`, queueNames)
 	b.Queue(`INSERT INTO queen.partitions (queue_id, name)
 		SELECT q.id, v.p FROM unnest($1::text[], $2::text[]) AS v(q, p) JOIN queen.queues q ON q.name = v.q

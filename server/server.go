@@ -85,6 +85,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		}
 	}()
 
+	if err = cfg.CheckTenancy(); err != nil {
+		return nil, err
+	}
 	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
 	if cfg.JWT.Enabled {
 		if b.auth, err = auth.New(ctx, cfg.JWT, log.With("subsystem", "auth")); err != nil {
@@ -172,6 +175,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 			"issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience, "skip_paths", strings.Join(cfg.JWT.SkipPaths, ","))
 	} else {
 		log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
+	}
+	if cfg.TenancyHeader {
+		log.Warn("QUEEN_TENANCY_HEADER on, native tenant scoping ENABLED: the x-queen-tenant header is honoured and must only be set by a trusted gateway (it is not a credential)")
 	}
 
 	b.http = queenhttp.New(queenhttp.Deps{

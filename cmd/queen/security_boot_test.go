@@ -54,6 +54,8 @@ func TestSecurityBootRefusesMisconfiguration(t *testing.T) {
 		{"HOST alias with a port", "HOST=localhost:6632", "HOST", ""},
 		{"mesh bind address with a port", "QUEEN_MESH_BIND_ADDR=127.0.0.1:6633", "QUEEN_MESH_BIND_ADDR", ""},
 		{"metrics bind address without a port", "QUEEN_METRICS_BIND_ADDR=127.0.0.1", "QUEEN_METRICS_BIND_ADDR", ""},
+		{"tenancy header without a trusted proxy", "QUEEN_TENANCY_HEADER=true", "QUEEN_KV_TRUSTED_PROXY", ""},
+		{"tenancy header not a boolean", "QUEEN_TENANCY_HEADER=1", "QUEEN_TENANCY_HEADER", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

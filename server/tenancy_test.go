@@ -1,0 +1,254 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"queen/config"
+	"queen/persistence/pgtest"
+	"queen/server"
+	"queen/server/servertest"
+)
+
+var tenancyOn = map[string]string{"QUEEN_TENANCY_HEADER": "true", "QUEEN_KV_TRUSTED_PROXY": "true"}
+
+// noInternalNames fails when a body shows a stored tenant name (U+001F, raw or escaped).
+func noInternalNames(t *testing.T, what string, body []byte) {
+	t.Helper()
+	if bytes.Contains(body, []byte("\x1f")) || bytes.Contains(bytes.ToLower(body), []byte(`\u001f`)) {
+		t.Fatalf("%s shows a stored tenant name: %s", what, body)
+	}
+}
+
+// queueNames lists the queues a caller sees.
+func queueNames(t *testing.T, c *servertest.Client) []string {
+	t.Helper()
+	var out struct {
+		Queues []struct {
+			Name string `json:"name"`
+		} `json:"queues"`
+	}
+	status, body := c.Do("GET", "/api/v1/resources/queues", nil)
+	if status != 200 {
+		t.Fatalf("list queues: %d %s", status, body)
+	}
+	noInternalNames(t, "the queue list", body)
+	c.JSON("GET", "/api/v1/resources/queues", nil, 200, &out)
+	names := []string{}
+	for _, q := range out.Queues {
+		names = append(names, q.Name)
+	}
+	return names
+}
+
+// Two tenants use the same queue name: separate messages, consumer groups, listings and
+// parked-pop metrics; a malformed tenant header is a 400.
+func TestTenancySeparatesSameNamedQueues(t *testing.T) {
+	c := startBroker(t, tenancyOn)
+	acme := c.WithHeader("x-queen-tenant", "acme")
+	globex := c.WithHeader("x-queen-tenant", "globex")
+	tenants := map[string]*servertest.Client{"acme": acme, "globex": globex}
+
+	for name, tc := range tenants {
+		res := push(t, tc, item{"queue": "orders", "payload": map[string]any{"tenant": name, "n": 1}},
+			item{"queue": "orders", "payload": map[string]any{"tenant": name, "n": 2}})
+		for _, r := range res {
+			if r.QueueName != "orders" || r.Status != "queued" {
+				t.Fatalf("%s push: %+v", name, r)
+			}
+		}
+	}
+
+	// Queue mode: each tenant pops only its own messages, and sees its own queue name.
+	for name, tc := range tenants {
+		p := pop(t, tc, "/api/v1/pop/queue/orders", "batch", "10")
+		if p.Queue != "orders" || len(p.Messages) != 2 {
+			t.Fatalf("%s pop: %s", name, fmtJSON(p))
+		}
+		for _, d := range payloads(p.Messages) {
+			if !strings.Contains(d, `"tenant":"`+name+`"`) {
+				t.Fatalf("%s popped %s", name, d)
+			}
+		}
+		for _, a := range ackAll(t, tc, "", p.Messages) {
+			if !a.Success || str(a.QueueName) != "orders" {
+				t.Fatalf("%s ack: %s", name, fmtJSON(a))
+			}
+		}
+	}
+
+	// A consumer group of the same name has a cursor per tenant.
+	g := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true")
+	if len(g.Messages) != 2 || !strings.Contains(string(g.Messages[0].Data), "acme") {
+		t.Fatalf("acme group pop: %s", fmtJSON(g))
+	}
+	if g := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true"); len(g.Messages) != 0 {
+		t.Fatalf("acme group pop again: %s", fmtJSON(g))
+	}
+	g = pop(t, globex, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true")
+	if len(g.Messages) != 2 || !strings.Contains(string(g.Messages[0].Data), "globex") {
+		t.Fatalf("globex group pop after acme's group consumed: %s", fmtJSON(g))
+	}
+
+	// Listings show each tenant its own queue, under the name it knows.
+	for name, tc := range tenants {
+		if got := queueNames(t, tc); len(got) != 1 || got[0] != "orders" {
+			t.Fatalf("%s queues: %v", name, got)
+		}
+		status, body := tc.Do("GET", "/api/v1/resources/queues/orders", nil)
+		if status != 200 || !strings.Contains(string(body), `"name":"orders"`) {
+			t.Fatalf("%s queue detail: %d %s", name, status, body)
+		}
+		for _, path := range []string{"/api/v1/consumer-groups", "/api/v1/messages", "/api/v1/consumer-groups/audit"} {
+			status, body := tc.Do("GET", path, nil)
+			if status != 200 {
+				t.Fatalf("%s %s: %d %s", name, path, status, body)
+			}
+			noInternalNames(t, name+" "+path, body)
+		}
+		var groups []struct {
+			Name      string `json:"name"`
+			QueueName string `json:"queueName"`
+		}
+		tc.JSON("GET", "/api/v1/consumer-groups", nil, 200, &groups)
+		for _, gr := range groups {
+			if gr.QueueName != "orders" {
+				t.Fatalf("%s consumer groups: %+v", name, groups)
+			}
+		}
+		if len(groups) != 2 { // __QUEUE_MODE__ and audit, on this tenant's orders only
+			t.Fatalf("%s consumer groups: %+v", name, groups)
+		}
+		var msgs struct {
+			Messages []struct {
+				Queue string `json:"queue"`
+			} `json:"messages"`
+		}
+		tc.JSON("GET", "/api/v1/messages", nil, 200, &msgs)
+		if len(msgs.Messages) != 2 {
+			t.Fatalf("%s messages: %+v", name, msgs)
+		}
+	}
+	if got := queueNames(t, c); len(got) != 0 {
+		t.Fatalf("default tenant sees %v", got)
+	}
+	if status, body := c.Do("GET", "/api/v1/resources/queues/orders", nil); status != 404 {
+		t.Fatalf("default tenant queue detail: %d %s", status, body)
+	}
+	if p := pop(t, c, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "fresh"); len(p.Messages) != 0 {
+		t.Fatalf("default tenant popped %s", fmtJSON(p))
+	}
+
+	// Parked pops are counted per tenant, labelled with the name the tenant knows.
+	var wg sync.WaitGroup
+	got := map[string]popResponse{}
+	var mu sync.Mutex
+	for name, tc := range tenants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var p popResponse
+			tc.JSON("GET", "/api/v1/pop/queue/parked?wait=true&timeout=20000", nil, 200, &p)
+			mu.Lock()
+			got[name] = p
+			mu.Unlock()
+		}()
+	}
+	gauge := func(tenant string) string {
+		return `queen_queue_parked_consumers{queue="parked",tenant="` + tenant + `"} 1`
+	}
+	waitFor(t, "both tenants' pops parked", func() bool {
+		_, body := c.Do("GET", "/metrics/prometheus", nil)
+		return strings.Contains(string(body), gauge("acme")) && strings.Contains(string(body), gauge("globex"))
+	})
+	_, body := c.Do("GET", "/metrics/prometheus", nil)
+	noInternalNames(t, "/metrics/prometheus", body)
+	for name, tc := range tenants {
+		push(t, tc, item{"queue": "parked", "payload": map[string]any{"tenant": name}})
+	}
+	wg.Wait()
+	for name, p := range got {
+		if len(p.Messages) != 1 || !strings.Contains(string(p.Messages[0].Data), name) {
+			t.Fatalf("%s parked pop: %s", name, fmtJSON(p))
+		}
+	}
+
+	// Namespace and task derive from the name the tenant knows; a namespace pop stays in the tenant.
+	push(t, acme, item{"queue": "billing.invoices", "payload": "acme-invoice"})
+	if p := pop(t, globex, "/api/v1/pop", "namespace", "billing"); len(p.Messages) != 0 {
+		t.Fatalf("globex namespace pop: %s", fmtJSON(p))
+	}
+	if p := pop(t, acme, "/api/v1/pop", "namespace", "billing", "task", "invoices"); len(p.Messages) != 1 || p.Queue != "billing.invoices" {
+		t.Fatalf("acme namespace pop: %s", fmtJSON(p))
+	}
+
+	// A malformed tenant header is refused; a queue name with U+001F always is.
+	status, body := c.WithHeader("x-queen-tenant", "bad tenant!").Do("GET", "/api/v1/resources/queues", nil)
+	if status != 400 || strings.TrimSpace(string(body)) != `{"error":"invalid x-queen-tenant header"}` {
+		t.Fatalf("malformed tenant header: %d %s", status, body)
+	}
+	if status, body := c.Do("POST", "/api/v1/push", map[string]any{"items": []item{{"queue": "acme\x1forders", "payload": 1}}}); status != 400 {
+		t.Fatalf("push to a stored tenant name: %d %s", status, body)
+	}
+}
+
+// With tenancy off the header is ignored: a push that carries it lands in the plain queue.
+func TestTenancyOffIgnoresHeader(t *testing.T) {
+	c := startBroker(t, nil)
+	push(t, c.WithHeader("x-queen-tenant", "acme"), item{"queue": "orders", "payload": "x"})
+	push(t, c.WithHeader("x-queen-tenant", "bad tenant!"), item{"queue": "orders", "payload": "y"})
+	if got := queueNames(t, c); len(got) != 1 || got[0] != "orders" {
+		t.Fatalf("queues: %v", got)
+	}
+	if p := pop(t, c, "/api/v1/pop/queue/orders", "batch", "10"); len(p.Messages) != 2 {
+		t.Fatalf("pop: %s", fmtJSON(p))
+	}
+	if status, body := c.Do("GET", "/api/v1/resources/queues/a%1Fb", nil); status != 400 {
+		t.Fatalf("queue name with U+001F: %d %s", status, body)
+	}
+}
+
+// QUEEN_TENANCY_HEADER=true without QUEEN_KV_TRUSTED_PROXY=true stops the boot.
+func TestTenancyBootNeedsTrustedProxy(t *testing.T) {
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TenancyHeader = true
+	_, err = server.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), server.Options{ConnString: "postgres://127.0.0.1:1/none"})
+	if err == nil || !strings.Contains(err.Error(), "QUEEN_KV_TRUSTED_PROXY") || !strings.Contains(err.Error(), "QUEEN_TENANCY_HEADER") {
+		t.Fatalf("boot: %v, want an error naming QUEEN_TENANCY_HEADER and QUEEN_KV_TRUSTED_PROXY", err)
+	}
+
+	// With both set, one boot line says the header is honoured and who may set it.
+	cfg.TrustedProxy = true
+	cfg.SpoolDir = t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	b, err := server.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), server.Options{ConnString: pgtest.NewDatabase(t), Listener: ln})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_ = b.Shutdown(ctx)
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "QUEEN_TENANCY_HEADER") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "trusted gateway") || !strings.Contains(lines[0], "x-queen-tenant") {
+		t.Fatalf("tenancy boot lines: %q", lines)
+	}
+}

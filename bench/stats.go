@@ -208,6 +208,12 @@ func (m *monitor) begin() {
 	}
 	m.began, m.t0 = true, time.Now()
 	m.broker0, m.pg0, m.self0, m.brokerOK, m.pgOK = m.cpuNow()
+	// The peak is the measured window's: what an untimed pre-fill or the warmup left mapped
+	// is not the scenario's footprint.
+	m.peakKB = 0
+	if m.hwmReset {
+		m.hwmReset = os.WriteFile("/proc/"+strconv.Itoa(m.t.BrokerPID)+"/clear_refs", []byte("5"), 0) == nil
+	}
 }
 
 // end marks the end of the measured window; later calls do nothing.

@@ -319,12 +319,7 @@ type queueDetailJSON struct {
 }
 
 func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
-	name := pathParam(ctx, "queue")
-	if err := checkLen(name, "queue"); err != nil {
-		writeError(ctx, err)
-		return
-	}
-	stored, err := s.queueName(ctx, name, "queue")
+	stored, err := s.queueName(ctx, pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -362,12 +357,7 @@ type deleteQueueJSON struct {
 // deleteQueue deletes a queue and everything in it. The queue's actor needs no notice: it keeps
 // no queue state, and its parked pops read the (now empty) database on their next check.
 func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) {
-	name := pathParam(ctx, "queue")
-	if err := checkLen(name, "queue"); err != nil {
-		writeError(ctx, err)
-		return
-	}
-	stored, err := s.queueName(ctx, name, "queue")
+	stored, err := s.queueName(ctx, pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -383,5 +373,5 @@ func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) {
 		s.EncryptedQueues.Set(stored, false)
 	}
 	s.Control.AnnounceQueueChange(stored, true)
-	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: name})
+	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: shownName(stored)})
 }

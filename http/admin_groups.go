@@ -105,10 +105,6 @@ func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) { s.deleteGroup(c
 
 func (s *Server) deleteConsumerGroupQueue(ctx *fasthttp.RequestCtx) {
 	queue := pathParam(ctx, "queue")
-	if err := checkLen(queue, "queue"); err != nil {
-		writeError(ctx, err)
-		return
-	}
 	stored, err := s.queueName(ctx, queue, "queue")
 	if err != nil {
 		writeError(ctx, err)
@@ -216,10 +212,6 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	queue := pathParam(ctx, "queue")
-	if err := checkLen(queue, "queue"); err != nil {
-		writeError(ctx, err)
-		return
-	}
 	stored, err := s.queueName(ctx, queue, "queue")
 	if err != nil {
 		writeError(ctx, err)
@@ -289,10 +281,6 @@ func (s *Server) seekPartition(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	queue, partition := pathParam(ctx, "queue"), pathParam(ctx, "partition")
-	if err := checkLen(queue, "queue"); err != nil {
-		writeError(ctx, err)
-		return
-	}
 	if err := checkLen(partition, "partition"); err != nil {
 		writeError(ctx, err)
 		return

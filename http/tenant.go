@@ -63,7 +63,7 @@ func (s *Server) queueName(ctx *fasthttp.RequestCtx, name, field string) (string
 	}
 	t := s.tenant(ctx)
 	if t == "" {
-		return name, nil
+		return name, checkLen(name, field)
 	}
 	// The stored name is at most maxName characters, tenant included.
 	if room := maxName - len(t) - 1; utf8.RuneCountInString(name) > room {

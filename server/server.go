@@ -135,9 +135,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
 
-	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.MaxConcurrent}
+	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes}
 	b.push = b.store.NewPushLanes(fusion)
-	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.MaxConcurrent})
+	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight})
 	set := metrics.NewSet()
 	ctl := b.control
 	b.actors = actors.Start(&actors.Deps{
@@ -163,7 +163,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		Log:          log,
 	})
 	ctl.actors = b.actors
-	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "in_flight", cfg.MaxConcurrent)
+	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "push_lanes", cfg.PushLanes, "ack_in_flight", cfg.AckInFlight)
 	if err = b.startMesh(set, opts.MeshListener); err != nil {
 		b.actors.Stop()
 		return nil, err

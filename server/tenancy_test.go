@@ -252,3 +252,58 @@ func TestTenancyBootNeedsTrustedProxy(t *testing.T) {
 		t.Fatalf("tenancy boot lines: %q", lines)
 	}
 }
+
+// The routes that act on a consumer group or read the dead-letter queue stay inside the
+// caller's tenant: a dead letter, a group deletion and a seek in acme leave globex untouched.
+func TestTenancyScopesDLQAndGroupControl(t *testing.T) {
+	c := startBroker(t, tenancyOn)
+	acme := c.WithHeader("x-queen-tenant", "acme")
+	globex := c.WithHeader("x-queen-tenant", "globex")
+	for _, tc := range []*servertest.Client{acme, globex} {
+		push(t, tc, item{"queue": "orders", "payload": 1, "transactionId": "t1"}, item{"queue": "orders", "payload": 2, "transactionId": "t2"})
+		// Group g reads t1 in both tenants.
+		p := pop(t, tc, "/api/v1/pop/queue/orders", "consumerGroup", "g", "batch", "1", "autoAck", "true")
+		if len(p.Messages) != 1 || p.Messages[0].TransactionID != "t1" {
+			t.Fatalf("first pop: %+v", p)
+		}
+	}
+
+	// acme dead-letters t2 for queue mode; globex's DLQ stays empty.
+	p := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "2")
+	a := ack(t, acme, map[string]any{"transactionId": "t2", "partitionId": p.Messages[1].PartitionID, "leaseId": *p.LeaseID, "status": "dlq", "error": "bad"})
+	if !a.DLQ {
+		t.Fatalf("dlq ack: %+v", a)
+	}
+	var dlq struct {
+		Total    int `json:"total"`
+		Messages []struct {
+			Queue string `json:"queue"`
+		} `json:"messages"`
+	}
+	acme.JSON("GET", "/api/v1/dlq", nil, 200, &dlq)
+	if dlq.Total != 1 || len(dlq.Messages) != 1 || dlq.Messages[0].Queue != "orders" {
+		t.Fatalf("acme DLQ: %+v", dlq)
+	}
+	globex.JSON("GET", "/api/v1/dlq", nil, 200, &dlq)
+	if dlq.Total != 0 {
+		t.Fatalf("globex sees acme's dead letters: %+v", dlq)
+	}
+
+	// Seeking acme's group back to the start replays t1 there, not in globex.
+	acme.JSON("POST", "/api/v1/consumer-groups/g/queues/orders/seek", map[string]any{"timestamp": "1970-01-01T00:00:00Z"}, 200, nil)
+	if p := pop(t, acme, "/api/v1/pop/queue/orders", "consumerGroup", "g", "batch", "1", "autoAck", "true"); len(p.Messages) != 1 || p.Messages[0].TransactionID != "t1" {
+		t.Fatalf("acme after seek: %+v", p)
+	}
+	if p := pop(t, globex, "/api/v1/pop/queue/orders", "consumerGroup", "g", "batch", "1", "autoAck", "true"); len(p.Messages) != 1 || p.Messages[0].TransactionID != "t2" {
+		t.Fatalf("globex's cursor moved with acme's seek: %+v", p)
+	}
+
+	// Deleting acme's group leaves globex's cursor: globex has nothing left, acme starts over.
+	acme.JSON("DELETE", "/api/v1/consumer-groups/g?deleteMetadata=true", nil, 200, nil)
+	if p := pop(t, globex, "/api/v1/pop/queue/orders", "consumerGroup", "g", "autoAck", "true"); len(p.Messages) != 0 {
+		t.Fatalf("globex's group lost its cursor: %+v", p)
+	}
+	if p := pop(t, acme, "/api/v1/pop/queue/orders", "consumerGroup", "g", "batch", "1", "autoAck", "true"); len(p.Messages) != 1 || p.Messages[0].TransactionID != "t1" {
+		t.Fatalf("acme's deleted group should read from the start: %+v", p)
+	}
+}

@@ -29,14 +29,44 @@ func TestBootRefusesBadConfiguration(t *testing.T) {
 	}
 }
 
-// TestJWTBootHelperProcess is not a test: the JWT boot tests run the test binary again with
-// QUEEN_JWT_BOOT_HELPER=1, and this runs main() in that process (exit code and stderr are main's).
-func TestJWTBootHelperProcess(t *testing.T) {
-	if os.Getenv("QUEEN_JWT_BOOT_HELPER") != "1" {
-		t.Skip("helper process for TestJWTBootRefusesMisconfiguration")
+// TestBootHelperProcess is not a test: bootFails runs the test binary again with
+// QUEEN_BOOT_HELPER=1, and this runs main() in that process (exit code and output are main's).
+func TestBootHelperProcess(t *testing.T) {
+	if os.Getenv("QUEEN_BOOT_HELPER") != "1" {
+		t.Skip("helper process for the boot misconfiguration tests")
 	}
 	main()
 	os.Exit(0)
+}
+
+// bootFails runs the broker with env (and nothing else of this process's environment), requires
+// it to exit with code 1 and a last line "queen: ..." naming want, and returns its whole output.
+// A configuration that wrongly passed would meet a PostgreSQL that is not there and fail fast
+// with a message naming no such variable.
+func bootFails(t *testing.T, want string, env ...string) string {
+	t.Helper()
+	closed := closedPort(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBootHelperProcess$")
+	cmd.Env = append([]string{
+		"QUEEN_BOOT_HELPER=1", "PATH=" + os.Getenv("PATH"),
+		"PG_HOST=127.0.0.1", "PG_PORT=" + strings.TrimPrefix(closed, "127.0.0.1:"), "DB_CONNECTION_TIMEOUT=300",
+		"QUEEN_DATA_DIR=" + t.TempDir(), "PORT=1",
+	}, env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want exit code 1; output:\n%s", err, out.String())
+	}
+	last := strings.TrimSpace(out.String())
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	if !strings.HasPrefix(last, "queen: ") || !strings.Contains(last, want) {
+		t.Fatalf("last line %q, want \"queen: ...\" naming %s", last, want)
+	}
+	return out.String()
 }
 
 // Every JWT misconfiguration stops the boot with exit code 1 and a message naming the variable,
@@ -78,28 +108,7 @@ func TestJWTBootRefusesMisconfiguration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestJWTBootHelperProcess$")
-			// A configuration that wrongly passed would meet a PostgreSQL that is not there
-			// and fail fast with a message naming no JWT variable.
-			cmd.Env = append([]string{
-				"QUEEN_JWT_BOOT_HELPER=1", "PATH=" + os.Getenv("PATH"), "JWT_ENABLED=true",
-				"PG_HOST=127.0.0.1", "PG_PORT=" + strings.TrimPrefix(closed, "127.0.0.1:"), "DB_CONNECTION_TIMEOUT=300",
-				"QUEEN_DATA_DIR=" + t.TempDir(), "PORT=1",
-			}, tc.env...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			err := cmd.Run()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-				t.Fatalf("exit: %v, want exit code 1; stderr:\n%s", err, stderr.String())
-			}
-			last := strings.TrimSpace(stderr.String())
-			if i := strings.LastIndex(last, "\n"); i >= 0 {
-				last = last[i+1:]
-			}
-			if !strings.HasPrefix(last, "queen: ") || !strings.Contains(last, tc.want) {
-				t.Fatalf("last stderr line %q, want \"queen: ...\" naming %s", last, tc.want)
-			}
+			bootFails(t, tc.want, append([]string{"JWT_ENABLED=true"}, tc.env...)...)
 		})
 	}
 }

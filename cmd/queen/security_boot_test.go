@@ -1,25 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// TestSecurityBootHelperProcess is not a test: TestSecurityBootRefusesMisconfiguration runs the
-// test binary again with QUEEN_SECURITY_BOOT_HELPER=1, and this runs main() in that process.
-func TestSecurityBootHelperProcess(t *testing.T) {
-	if os.Getenv("QUEEN_SECURITY_BOOT_HELPER") != "1" {
-		t.Skip("helper process for TestSecurityBootRefusesMisconfiguration")
-	}
-	main()
-	os.Exit(0)
-}
 
 // Every listener, PostgreSQL TLS and encryption-key misconfiguration stops the boot with exit
 // code 1 and a last line naming the variable, before anything starts; the key is never echoed.
@@ -30,12 +16,6 @@ func TestSecurityBootRefusesMisconfiguration(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("this is not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
 	const shortKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde" // 63 characters
 	const notHex = "zz23456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"  // 64, not hex
 	cases := []struct {
@@ -60,29 +40,9 @@ func TestSecurityBootRefusesMisconfiguration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSecurityBootHelperProcess$")
-			// A configuration that wrongly passed would meet a PostgreSQL that is not there.
-			cmd.Env = []string{
-				"QUEEN_SECURITY_BOOT_HELPER=1", "PATH=" + os.Getenv("PATH"),
-				"PG_HOST=127.0.0.1", "PG_PORT=" + strings.TrimPrefix(closed, "127.0.0.1:"), "DB_CONNECTION_TIMEOUT=300",
-				"QUEEN_DATA_DIR=" + t.TempDir(), "PORT=1", tc.env,
-			}
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			err := cmd.Run()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-				t.Fatalf("exit: %v, want exit code 1; output:\n%s", err, out.String())
-			}
-			last := strings.TrimSpace(out.String())
-			if i := strings.LastIndex(last, "\n"); i >= 0 {
-				last = last[i+1:]
-			}
-			if !strings.HasPrefix(last, "queen: ") || !strings.Contains(last, tc.want) {
-				t.Fatalf("last line %q, want \"queen: ...\" naming %s", last, tc.want)
-			}
-			if tc.secret != "" && strings.Contains(out.String(), tc.secret) {
-				t.Fatalf("the output repeats the key: %s", out.String())
+			out := bootFails(t, tc.want, tc.env)
+			if tc.secret != "" && strings.Contains(out, tc.secret) {
+				t.Fatalf("the output repeats the key: %s", out)
 			}
 		})
 	}

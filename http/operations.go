@@ -98,16 +98,24 @@ func enabledBody(body []byte) (bool, error) {
 	return false, badf("enabled (boolean) is required")
 }
 
-func (s *Server) setMaintenance(ctx *fasthttp.RequestCtx) {
+// setFlag decodes {"enabled": bool} and applies it with set; on failure it has answered.
+func (s *Server) setFlag(ctx *fasthttp.RequestCtx, set func(context.Context, bool) error) (on, ok bool) {
 	on, err := enabledBody(ctx.PostBody())
+	if err == nil {
+		c, cancel := s.dbContext()
+		defer cancel()
+		err = set(c, on)
+	}
 	if err != nil {
 		writeError(ctx, err)
-		return
+		return false, false
 	}
-	c, cancel := s.dbContext()
-	defer cancel()
-	if err := s.Control.SetMaintenance(c, on); err != nil {
-		writeError(ctx, err)
+	return on, true
+}
+
+func (s *Server) setMaintenance(ctx *fasthttp.RequestCtx) {
+	on, ok := s.setFlag(ctx, s.Control.SetMaintenance)
+	if !ok {
 		return
 	}
 	body := s.maintenanceBody()
@@ -137,15 +145,8 @@ func (s *Server) getPopMaintenance(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) setPopMaintenance(ctx *fasthttp.RequestCtx) {
-	on, err := enabledBody(ctx.PostBody())
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	c, cancel := s.dbContext()
-	defer cancel()
-	if err := s.Control.SetPopMaintenance(c, on); err != nil {
-		writeError(ctx, err)
+	on, ok := s.setFlag(ctx, s.Control.SetPopMaintenance)
+	if !ok {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, popMaintenanceJSON{Message: popMaintenanceMessage(on), PopMaintenanceMode: on})

@@ -124,8 +124,16 @@ func decodeConfigure(body []byte) (persistence.ConfigureRequest, error) {
 	if err := parseBody(body, &req); err != nil {
 		return r, err
 	}
+	// The queue must be a string, but the reference accepts "" and configures a queue of that
+	// name (the JS client's queue('').create() relies on it). Push and pop still refuse "".
+	if len(req.Queue) == 0 || string(req.Queue) == "null" {
+		return r, badf("queue is required")
+	}
 	var err error
-	if r.Queue, err = nameField(req.Queue, "queue"); err != nil {
+	if r.Queue, err = stringField(req.Queue, "queue", ""); err != nil {
+		return r, err
+	}
+	if err = checkLen(r.Queue, "queue"); err != nil {
 		return r, err
 	}
 	r.Namespace, r.Task = optionalString(req.Namespace), optionalString(req.Task)

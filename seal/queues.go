@@ -3,6 +3,7 @@ package seal
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -45,6 +46,18 @@ func (q *Queues) Count() int {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	return len(q.on)
+}
+
+// Names lists the flagged queues, sorted.
+func (q *Queues) Names() []string {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	names := make([]string, 0, len(q.on))
+	for n := range q.on {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Set records a change made by this broker (configure, delete).

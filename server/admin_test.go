@@ -237,7 +237,6 @@ func TestAdminConfigure(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"options": map[string]any{}}, "queue is required"},
-		{map[string]any{"queue": "", "options": map[string]any{}}, "queue is required"},
 		{map[string]any{"queue": 5}, "queue must be a string"},
 		{map[string]any{"queue": strings.Repeat("q", 256)}, "queue must be at most 255 characters"},
 		{map[string]any{"queue": "orders", "options": []int{1}}, "options must be an object"},

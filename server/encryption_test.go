@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -282,5 +283,20 @@ func TestEncryptionFlagCrossesTheMesh(t *testing.T) {
 	p := popWith(t, a, "/api/v1/pop/queue/meshvault", "batch", "1000")
 	if len(p.Messages) == 0 || !strings.Contains(string(p.Messages[len(p.Messages)-1].Data), "MARKER-mesh-") {
 		t.Fatalf("pop through A: %+v", p)
+	}
+}
+
+// A broker without a key names, at boot, every queue whose pushes it will refuse, so an
+// operator sees it before a client does.
+func TestBootLogNamesEncryptedQueuesWithoutKey(t *testing.T) {
+	cs := pgtest.NewDatabase(t)
+	keyed := servertest.Start(t, cs, map[string]string{"QUEEN_ENCRYPTION_KEY": testEncryptionKey})
+	for _, q := range []string{"vault-b", "vault-a", "plain"} {
+		keyed.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"encryptionEnabled": q != "plain"}}, 200, nil)
+	}
+	var buf syncBuffer
+	servertest.StartLogged(t, cs, nil, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if want := "encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: vault-a, vault-b"; !strings.Contains(buf.String(), want) {
+		t.Fatalf("boot log lacks %q:\n%s", want, buf.String())
 	}
 }

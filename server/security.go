@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
+	"queen/persistence"
 	"queen/seal"
 )
 
@@ -93,8 +95,9 @@ func (b *Broker) startEncryption(ctx context.Context) error {
 	if _, err := b.encQueues.Reload(lctx); err != nil {
 		return err
 	}
-	if n := b.encQueues.Count(); b.sealKey == nil && n > 0 {
-		b.log.Warn("queues are configured with encryptionEnabled but QUEEN_ENCRYPTION_KEY is unset: pushes to them are refused (409)", "queues", n)
+	if names := b.encQueues.Names(); b.sealKey == nil && len(names) > 0 {
+		b.log.Warn("encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: "+
+			encryptedQueueList(names), "queues", len(names))
 	} else if b.sealKey == nil {
 		b.log.Info("payload encryption off: QUEEN_ENCRYPTION_KEY is unset (pushes to a queue configured with encryptionEnabled would be refused)")
 	}
@@ -102,6 +105,24 @@ func (b *Broker) startEncryption(ctx context.Context) error {
 	b.stopEnc = stop
 	go b.encQueues.Run(rctx, b.cfg.FlagsRefresh)
 	return nil
+}
+
+// encryptedQueueList names queues for the boot log as an operator knows them (a tenant's queue
+// as tenant/name), the first hundred of them.
+func encryptedQueueList(stored []string) string {
+	const most = 100
+	shown := make([]string, 0, min(len(stored), most))
+	for _, q := range stored[:min(len(stored), most)] {
+		if tenant, name := persistence.SplitName(q); tenant != "" {
+			q = tenant + "/" + name
+		}
+		shown = append(shown, q)
+	}
+	list := strings.Join(shown, ", ")
+	if len(stored) > most {
+		list += fmt.Sprintf(" and %d more", len(stored)-most)
+	}
+	return list
 }
 
 func (b *Broker) stopEncryption() {

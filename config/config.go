@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,12 @@ type Config struct {
 	BindAddr     string // QUEEN_BIND_ADDR (alias HOST)
 	Port         int    // PORT
 	MaxBodyBytes int    // QUEEN_MAX_BODY_BYTES
+	// MaxRequestItems (QUEEN_MAX_ITEMS_PER_REQUEST) caps the array entries of one request body
+	// (push items, acknowledgments, transaction operations and their items, together).
+	MaxRequestItems int
+	// CORSOrigins (QUEEN_CORS_ALLOWED_ORIGINS) are the origins browsers may call the API from;
+	// empty: no CORS headers, and cross-origin browser requests are refused.
+	CORSOrigins []string
 	// MetricsBindAddr (QUEEN_METRICS_BIND_ADDR, host:port): when set, /metrics and
 	// /metrics/prometheus are served there and not on the main listener.
 	MetricsBindAddr string
@@ -106,6 +113,9 @@ func Load(getenv func(string) string) (Config, error) {
 		BindAddr:     r.str("0.0.0.0", "QUEEN_BIND_ADDR", "HOST"),
 		Port:         r.intIn(6632, 1, 65535, "PORT"),
 		MaxBodyBytes: r.intIn(64<<20, 1024, 1<<30, "QUEEN_MAX_BODY_BYTES"),
+		// 10,000 entries is ten times the largest batch the official clients send; past it a
+		// body holds more items than one fused transaction takes anyway.
+		MaxRequestItems: r.intIn(10000, 1, 1000000, "QUEEN_MAX_ITEMS_PER_REQUEST"),
 
 		PGHost:        r.str("", "PG_HOST"),
 		PGPort:        r.intIn(5432, 1, 65535, "PG_PORT"),
@@ -158,6 +168,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.SpoolDir = r.str(filepath.Join(c.DataDir, "spool"), "FILE_BUFFER_DIR")
 	c.MeshBindAddr = r.str(c.BindAddr, "QUEEN_MESH_BIND_ADDR")
 	c.MeshPeers = r.peers(c.MeshPort, "QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS")
+	c.CORSOrigins = r.origins("QUEEN_CORS_ALLOWED_ORIGINS")
 	r.security(&c)
 	if c.PopWaitBackoffMultiplier < 1 {
 		r.fail("POP_WAIT_BACKOFF_MULTIPLIER", fmt.Sprint(c.PopWaitBackoffMultiplier), "must be at least 1")
@@ -264,6 +275,30 @@ func (r *reader) oneOf(def string, allowed []string, names ...string) string {
 	}
 	r.fail(name, v, "must be one of "+strings.Join(allowed[1:], ", "))
 	return def
+}
+
+// origins reads a comma-separated list of browser origins (scheme://host[:port], as a browser
+// sends them in Origin, so a trailing slash or a path is a mistake) or "*" for any origin.
+func (r *reader) origins(name string) []string {
+	v := strings.TrimSpace(r.str("", name))
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, o := range strings.Split(v, ",") {
+		o = strings.TrimSpace(o)
+		if o == "*" {
+			out = append(out, o)
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			r.fail(name, v, "must be * or a comma-separated list of origins such as https://ops.example.com:8443")
+			return nil
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // peers reads a comma-separated list of host or host:port (an http:// or https:// prefix is

@@ -2,8 +2,6 @@ package http
 
 import (
 	"encoding/json"
-	"log/slog"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -17,16 +15,6 @@ import (
 
 // timeFormat renders timestamps as the clients expect: UTC, microseconds, a literal Z.
 const timeFormat = "2006-01-02T15:04:05.000000Z"
-
-// pathParam returns a path parameter, percent-decoded: the router matches the raw path, and
-// clients escape names with reserved characters (the Go client escapes queue and partition).
-func pathParam(ctx *fasthttp.RequestCtx, name string) string {
-	raw, _ := ctx.UserValue(name).(string)
-	if v, err := url.PathUnescape(raw); err == nil {
-		return v
-	}
-	return raw
-}
 
 // await waits for one reply for at most d.
 func await[T any](ch <-chan T, d time.Duration) (T, error) {
@@ -176,7 +164,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 			continue
 		case rep.Err != nil && rep.Results == nil && s.Maintenance.Push():
 			// Push maintenance and the spool refused the write.
-			slog.Error("cannot spool a push", "queue", q, "err", rep.Err)
+			s.Log.Error("cannot spool a push", "queue", q, "err", rep.Err)
 			status = fasthttp.StatusInternalServerError
 			for _, i := range sl.idx {
 				out[i].Status, out[i].Error = "failed", "File buffer write failed"
@@ -269,12 +257,10 @@ func (s *Server) popParams(ctx *fasthttp.RequestCtx, queue, partition string) (p
 	if mode == "" {
 		mode = s.Config.DefaultSubscriptionMode
 	}
-	switch mode {
-	case "", "all":
-	case "new", "new-only":
+	// As the reference does, every value but new and new-only reads from the beginning: the
+	// JS client sends from_beginning, and other clients send all.
+	if mode == "new" || mode == "new-only" {
 		r.SubscribeNow = true
-	default:
-		return r, false, 0, badf("subscriptionMode must be one of all, new, new-only")
 	}
 	switch from := string(args.Peek("subscriptionFrom")); from {
 	case "":
@@ -393,7 +379,6 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 	if req.AutoAck {
 		leaseID = ""
 	}
-	setCORS(ctx)
 	ctx.SetContentType("application/json")
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	size := 256

@@ -3,30 +3,20 @@ package http
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
 
 	"github.com/valyala/fasthttp"
 
 	"queen/persistence"
 )
 
-// setCORS writes the CORS headers the reference broker sends on every JSON response.
-func setCORS(ctx *fasthttp.RequestCtx) {
-	h := &ctx.Response.Header
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
-	h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization")
-}
-
 // writeJSON answers with status and v encoded as JSON. A nil slice must be passed as an empty
 // one by the caller: the clients expect [] and {"messages":[]}, never an empty body or null.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		slog.Error("cannot encode response", "path", string(ctx.Path()), "err", err)
+		requestLog(ctx).Error("cannot encode response", "request_id", requestID(ctx), "path", string(ctx.Path()), "err", err)
 		status, body = fasthttp.StatusInternalServerError, []byte(`{"error":"cannot encode response"}`)
 	}
-	setCORS(ctx)
 	ctx.SetContentType("application/json")
 	ctx.SetStatusCode(status)
 	ctx.SetBody(body)
@@ -46,22 +36,32 @@ func (e *badRequest) Error() string { return e.msg }
 func badf(msg string) error { return &badRequest{msg} }
 
 // writeError maps err to a status: 400 for bad input, 503 when PostgreSQL cannot be reached,
-// 500 otherwise. Internal errors are logged with the route, since the client only sees a summary.
+// 500 otherwise. Only a badRequest's text reaches the client: any other error may carry the
+// database's words, so it is logged with the request id and answered with the id alone.
 func writeError(ctx *fasthttp.RequestCtx, err error) {
 	var bad *badRequest
+	var large *tooLarge
+	log := requestLog(ctx)
 	switch {
 	case errors.As(err, &bad):
 		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: bad.msg})
+	case errors.As(err, &large):
+		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: large.msg})
 	case errors.Is(err, errDeadline):
-		slog.Warn("request timed out waiting for the database", "path", string(ctx.Path()))
+		log.Warn("request timed out waiting for the database", "request_id", requestID(ctx), "path", string(ctx.Path()))
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: "database did not answer in time"})
 	case persistence.IsUnavailable(err):
-		slog.Warn("database unavailable", "path", string(ctx.Path()), "err", err)
+		log.Warn("database unavailable", "request_id", requestID(ctx), "path", string(ctx.Path()), "err", err)
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: "database unavailable"})
 	default:
-		slog.Error("request failed", "path", string(ctx.Path()), "err", err)
-		writeJSON(ctx, fasthttp.StatusInternalServerError, errorBody{Error: err.Error()})
+		log.Error("request failed", "request_id", requestID(ctx), "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
+		writeInternalError(ctx)
 	}
 }
+
+// tooLarge is a request that exceeds a size limit (413).
+type tooLarge struct{ msg string }
+
+func (e *tooLarge) Error() string { return e.msg }
 
 var errDeadline = errors.New("deadline exceeded waiting for the database")

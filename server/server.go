@@ -18,6 +18,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/valyala/fasthttp"
 
 	"queen/actors"
 	"queen/auth"
@@ -305,6 +306,9 @@ func quote(v string) string {
 
 // Addr is the HTTP listener's address.
 func (b *Broker) Addr() string { return b.ln.Addr().String() }
+
+// Handler serves one HTTP request in process, as the listener would (the router fuzz test).
+func (b *Broker) Handler() fasthttp.RequestHandler { return b.http.Handler() }
 
 // Store exposes the broker's persistence (tests).
 func (b *Broker) Store() *persistence.Store { return b.store }

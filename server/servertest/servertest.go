@@ -3,6 +3,7 @@
 package servertest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -43,6 +44,16 @@ func (c *Client) WithHeader(key, value string) *Client {
 // configuration variables (as the environment would). The broker stops when the test ends.
 func Start(t testing.TB, connString string, env map[string]string) *Client {
 	t.Helper()
+	level := slog.LevelWarn
+	if os.Getenv("QUEEN_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return StartLogged(t, connString, env, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+}
+
+// StartLogged is Start with the broker's logger given, for tests that read what it logs.
+func StartLogged(t testing.TB, connString string, env map[string]string, log *slog.Logger) *Client {
+	t.Helper()
 	// Each broker gets a spool of its own unless the test shares one on purpose (restarts).
 	spoolDir := env["FILE_BUFFER_DIR"]
 	if spoolDir == "" {
@@ -61,11 +72,6 @@ func Start(t testing.TB, connString string, env map[string]string) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	level := slog.LevelWarn
-	if os.Getenv("QUEEN_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	b, err := server.Start(context.Background(), cfg, log, server.Options{ConnString: connString, Listener: ln})
 	if err != nil {
 		t.Fatalf("broker start: %v", err)
@@ -83,6 +89,13 @@ func Start(t testing.TB, connString string, env map[string]string) *Client {
 // Do sends a request and returns the status and body. body may be nil, a string or []byte
 // (sent as is) or any other value (sent as JSON).
 func (c *Client) Do(method, path string, body any) (int, []byte) {
+	c.t.Helper()
+	status, _, out := c.DoHeader(method, path, body)
+	return status, out
+}
+
+// DoHeader is Do that also returns the answer's headers.
+func (c *Client) DoHeader(method, path string, body any) (int, http.Header, []byte) {
 	c.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -113,6 +126,31 @@ func (c *Client) Do(method, path string, body any) (int, []byte) {
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		c.t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+// Raw writes request to the broker as it is, bytes no HTTP client would send included, and
+// returns the status and body of the answer.
+func (c *Client) Raw(request string) (int, []byte) {
+	c.t.Helper()
+	conn, err := net.Dial("tcp", c.Broker.Addr())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	if _, err := io.WriteString(conn, request); err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		c.t.Fatalf("raw request: %v", err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatalf("raw request: reading body: %v", err)
 	}
 	return resp.StatusCode, out
 }

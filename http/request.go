@@ -1,0 +1,72 @@
+package http
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+)
+
+// RequestIDHeader carries the id of every request back to the client: an operator finds the
+// log lines of a failed request by it, and an internal error's answer names it.
+const RequestIDHeader = "X-Request-Id"
+
+type requestIDKey struct{}
+type loggerKey struct{}
+
+// newRequestID returns 16 hex digits. The ids only need to be unique within the logs' horizon,
+// so a fast non-cryptographic source is enough.
+func newRequestID() string {
+	const digits = 16
+	s := strconv.FormatUint(rand.Uint64(), 16)
+	for len(s) < digits {
+		s = "0" + s
+	}
+	return s
+}
+
+// withRequest gives every request an id and the broker's logger before anything else runs, and
+// turns a handler's panic into a logged internal error instead of a dead broker.
+func (s *Server) withRequest(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		id := newRequestID()
+		ctx.SetUserValue(requestIDKey{}, id)
+		ctx.SetUserValue(loggerKey{}, s.Log)
+		ctx.Response.Header.Set(RequestIDHeader, id)
+		defer func() {
+			if p := recover(); p != nil {
+				s.Log.Error("request handler panicked", "request_id", id, "method", string(ctx.Method()),
+					"path", string(ctx.Path()), "panic", p, "stack", string(debug.Stack()))
+				writeInternalError(ctx)
+			}
+		}()
+		next(ctx)
+	}
+}
+
+// requestID is the id withRequest gave the request ("" outside a request).
+func requestID(ctx *fasthttp.RequestCtx) string {
+	id, _ := ctx.UserValue(requestIDKey{}).(string)
+	return id
+}
+
+// requestLog is the logger of the broker serving the request.
+func requestLog(ctx *fasthttp.RequestCtx) *slog.Logger {
+	if l, ok := ctx.UserValue(loggerKey{}).(*slog.Logger); ok && l != nil {
+		return l
+	}
+	return slog.Default()
+}
+
+// internalErrorBody is the whole answer to an unexpected error: the detail stays in the log,
+// where the request id finds it.
+type internalErrorBody struct {
+	Error     string `json:"error"`
+	RequestID string `json:"requestId"`
+}
+
+func writeInternalError(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, fasthttp.StatusInternalServerError, internalErrorBody{Error: "internal error", RequestID: requestID(ctx)})
+}

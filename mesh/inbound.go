@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 )
 
@@ -21,7 +22,7 @@ func (m *Mesh) acceptLoop() {
 			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			m.log.Warn("mesh accept failed", "err", err)
+			m.warnLimited(false, "mesh accept failed", "err", err)
 			select {
 			case <-m.ctx.Done():
 				return
@@ -29,38 +30,39 @@ func (m *Mesh) acceptLoop() {
 			}
 			continue
 		}
-		select {
-		case m.pending <- struct{}{}:
-		default:
+		sl, err := m.admit.admit(remoteIP(conn))
+		if err != nil {
 			m.stats.handshakeFailures.inc()
-			m.log.Warn("mesh connection refused: too many handshakes in progress", "remote", conn.RemoteAddr().String())
+			m.warnLimited(sl.peer, "mesh connection refused: "+err.Error(), "remote", conn.RemoteAddr().String())
 			conn.Close()
 			continue
 		}
 		if !m.track(conn) {
-			<-m.pending
+			m.admit.release(sl)
 			conn.Close()
 			return
 		}
 		m.wg.Add(1)
-		go m.serve(conn)
+		go m.serve(conn, sl)
 	}
 }
 
 // serve runs the listener's handshake on an accepted connection, then reads, checks and
 // dispatches its frames until it ends. The mesh never writes after the handshake on a
-// connection it accepted.
-func (m *Mesh) serve(conn net.Conn) {
+// connection it accepted. sl is the connection's handshake slot, given back once the handshake
+// ends.
+func (m *Mesh) serve(conn net.Conn, sl slot) {
 	defer m.wg.Done()
 	defer m.untrack(conn)
 	defer conn.Close()
 	remote := conn.RemoteAddr().String()
+	refused := func(serverID string, err error) { m.refused(sl.peer, remote, serverID, err) }
 
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	s, err := acceptHandshake(conn, m.cfg.ServerID, m.cfg.Secret)
-	<-m.pending
+	m.admit.release(sl)
 	if err != nil {
-		m.refused(remote, "", err)
+		refused("", err)
 		return
 	}
 	conn.SetDeadline(time.Time{})
@@ -79,7 +81,7 @@ func (m *Mesh) serve(conn net.Conn) {
 				err = fmt.Errorf("%w: %w", ErrMalformedEnvelope, err)
 			}
 			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrEmptyFrame) {
-				m.refused(remote, s.peerID, err)
+				refused(s.peerID, err)
 			} else if m.ctx.Err() == nil {
 				log.Debug("mesh inbound connection ended", "reason", err)
 			}
@@ -88,7 +90,7 @@ func (m *Mesh) serve(conn net.Conn) {
 		body := payload
 		if s.key != nil {
 			if body, err = OpenEnvelope(s.key, want, typ, payload); err != nil {
-				m.refused(remote, s.peerID, err)
+				refused(s.peerID, err)
 				return
 			}
 			want++
@@ -99,8 +101,9 @@ func (m *Mesh) serve(conn net.Conn) {
 	}
 }
 
-// refused counts and logs a connection closed for a protocol or authentication failure.
-func (m *Mesh) refused(remote, serverID string, err error) {
+// refused counts and logs a connection closed for a protocol or authentication failure;
+// fromPeer says whether it came from a configured peer's address.
+func (m *Mesh) refused(fromPeer bool, remote, serverID string, err error) {
 	if m.ctx.Err() != nil {
 		return // closing: the error is ours
 	}
@@ -123,11 +126,13 @@ func (m *Mesh) refused(remote, serverID string, err error) {
 		reason = "frame authentication failed"
 	case errors.Is(err, ErrEmptyFrame):
 		reason = "malformed frame"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		reason = "handshake timed out" // later, a read deadline ends the connection quietly
 	}
 	if serverID == "" {
 		m.stats.handshakeFailures.inc()
 	}
-	m.log.Warn("mesh connection refused: "+reason, "remote", remote, "server_id", serverID, "err", err)
+	m.warnLimited(fromPeer, "mesh connection refused: "+reason, "remote", remote, "server_id", serverID, "err", err)
 }
 
 // Frame bodies.

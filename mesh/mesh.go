@@ -41,14 +41,11 @@ type Handler interface {
 	PopMaintenanceChanged(enabled bool)
 }
 
-const (
-	// handshakeTimeout bounds a dial plus handshake; an accepted connection that has not
-	// completed its handshake by then is closed.
-	handshakeTimeout = 5 * time.Second
-	// maxPendingHandshakes bounds the accepted connections not yet authenticated, so that a
-	// flood of idle connections cannot pile up goroutines.
-	maxPendingHandshakes = 64
-)
+// handshakeTimeout bounds a dial plus handshake; an accepted connection that has not completed
+// its handshake by then is closed. The handshake is three small frames between brokers on one
+// LAN, done in milliseconds; every second more is a second a stranger's idle connection holds
+// a handshake slot.
+const handshakeTimeout = 2 * time.Second
 
 // Mesh is this broker's end of the broker mesh.
 type Mesh struct {
@@ -63,7 +60,8 @@ type Mesh struct {
 	wg           sync.WaitGroup
 	writeTimeout time.Duration
 	idleTimeout  time.Duration
-	pending      chan struct{} // semaphore of handshakes in progress on accepted connections
+	admit        admission  // handshakes in progress on accepted connections
+	warnings     logLimiter // of the warnings about refused and failed connections
 	stats        counters
 
 	mu       sync.Mutex
@@ -107,7 +105,6 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 		writeTimeout: max(cfg.DeadAfter, time.Second),
 		// Heartbeats arrive every Heartbeat; silence this long means a half-open connection.
 		idleTimeout: max(3*cfg.DeadAfter, 15*time.Second),
-		pending:     make(chan struct{}, maxPendingHandshakes),
 		conns:       map[net.Conn]struct{}{},
 		lastSeen:    map[string]*atomic.Int64{},
 	}
@@ -121,7 +118,11 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 	}
 
 	if ln != nil {
-		m.wg.Add(1)
+		// The peers' addresses are known before the first connection is accepted.
+		hosts := peerHosts(cfg.Peers)
+		m.resolvePeers(hosts)
+		m.wg.Add(2)
+		go m.resolveLoop(hosts)
 		go m.acceptLoop()
 	}
 	seen := map[string]bool{}

@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,7 +24,18 @@ func target(t *testing.T, secret []byte) *node {
 
 func rawDial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	return rawDialFrom(t, "", addr)
+}
+
+// rawDialFrom dials from the local IP address from ("" = the system's choice). Every address
+// of 127.0.0.0/8 is local on Linux, so a test can play several hosts.
+func rawDialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +89,12 @@ type rawClient struct {
 
 func handshake(t *testing.T, addr string, secret []byte) *rawClient {
 	t.Helper()
-	conn := rawDial(t, addr)
+	return handshakeOn(t, rawDial(t, addr), secret)
+}
+
+// handshakeOn plays the dialer's handshake on conn, with the server id "tester".
+func handshakeOn(t *testing.T, conn net.Conn, secret []byte) *rawClient {
+	t.Helper()
 	nonceL, nonceD := readChallenge(t, conn), newNonce()
 	hello := helloPayload(t, secret, nonceL, nonceD, "tester")
 	if err := WriteFrame(conn, TypeHello, hello); err != nil {
@@ -142,19 +161,26 @@ func TestReplayedHelloIsRefused(t *testing.T) {
 }
 
 func TestWrongSecretIsRefused(t *testing.T) {
-	n := target(t, testSecret)
-	for i, secret := range [][]byte{[]byte("wrong-secret-0123456789abcdef"), nil} {
+	for _, tc := range []struct {
+		secret []byte
+		log    string
+	}{
+		{[]byte("wrong-secret-0123456789abcdef"), "bad mac (wrong QUEEN_SYNC_SECRET?)"},
+		{nil, "carries no mac"},
+	} {
+		// A node each: a second refusal for the same reason within warnInterval is counted
+		// but not logged.
+		n := target(t, testSecret)
 		conn := rawDial(t, n.m.Addr())
 		nonceL := readChallenge(t, conn)
-		if err := WriteFrame(conn, TypeHello, helloPayload(t, secret, nonceL, newNonce(), "intruder")); err != nil {
+		if err := WriteFrame(conn, TypeHello, helloPayload(t, tc.secret, nonceL, newNonce(), "intruder")); err != nil {
 			t.Fatal(err)
 		}
 		expectClosed(t, conn)
-		waitFor(t, "handshake failure counted", func() bool { return n.m.Stats().HandshakeFailures == int64(i+1) })
+		waitFor(t, "handshake failure counted", func() bool { return n.m.Stats().HandshakeFailures == 1 })
+		n.log.contains(t, tc.log)
+		n.h.untouched(t)
 	}
-	n.log.contains(t, "bad mac (wrong QUEEN_SYNC_SECRET?)")
-	n.log.contains(t, "carries no mac")
-	n.h.untouched(t)
 }
 
 func TestForgedFrameIsRefused(t *testing.T) {
@@ -312,5 +338,116 @@ func TestProbeIsNotAHandshakeFailure(t *testing.T) {
 		io.Writer
 	}{bytes.NewReader(nil), io.Discard}, "x", testSecret); !errors.Is(err, io.EOF) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// flood opens conns connections to addr, the i-th from the local address from(i), and holds
+// them without ever sending a HELLO: half send nothing, half one byte of a frame header. It
+// returns once the node has dealt with every one (sent it a CHALLENGE, that is given it a
+// handshake slot, or closed it), with the number given a slot.
+func flood(t *testing.T, addr string, conns int, from func(i int) string) int {
+	t.Helper()
+	admitted := 0
+	for i := range conns {
+		conn := rawDialFrom(t, from(i), addr)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var ch challengeMsg
+		switch err := readHandshakeFrame(conn, TypeChallenge, &ch); {
+		case err == nil:
+			admitted++
+			if i%2 == 1 {
+				conn.Write([]byte{0})
+			}
+		case !errors.Is(err, io.EOF):
+			t.Fatalf("flood connection %d: neither a challenge nor a close: %v", i, err)
+		}
+	}
+	return admitted
+}
+
+// peerTarget starts a node, "target", configured with one peer that listens on 127.0.0.2, and
+// waits until it is connected to that peer, so that nothing of the peering is logged later.
+func peerTarget(t *testing.T) *node {
+	t.Helper()
+	p := startNode(t, Config{ServerID: "peer", ListenAddr: "127.0.0.2:0", Secret: testSecret})
+	n := startNode(t, Config{ServerID: "target", ListenAddr: "127.0.0.1:0", Peers: []string{p.m.Addr()}, Secret: testSecret})
+	waitFor(t, "target connected to its peer", func() bool { return n.m.Stats().Peers[0].Connected })
+	return n
+}
+
+// expectPeerHeard plays the configured peer: from its address 127.0.0.2 it completes the
+// handshake and sends a wake, which the node must deliver.
+func expectPeerHeard(t *testing.T, n *node) {
+	t.Helper()
+	c := handshakeOn(t, rawDialFrom(t, "127.0.0.2", n.m.Addr()), testSecret)
+	c.send(t, TypeMessageAvailable, wake)
+	expect(t, "wake from the configured peer during the flood", n.h.msgs, "q/p")
+}
+
+func fromOneHost(int) string { return "127.0.0.1" }
+
+// One host that opens connections and never completes a handshake gets a few handshake
+// slots, not all of them.
+func TestHandshakeFloodFromOneAddressLeavesPeerIn(t *testing.T) {
+	n := peerTarget(t)
+	admitted := flood(t, n.m.Addr(), 200, fromOneHost)
+	expectPeerHeard(t, n)
+	if admitted != maxHandshakesPerAddress {
+		t.Fatalf("one address got %d handshake slots, want %d", admitted, maxHandshakesPerAddress)
+	}
+}
+
+// Strangers on many addresses fill every shared handshake slot; the configured peer's address
+// has slots of its own.
+func TestHandshakeFloodFromManyAddressesLeavesPeerIn(t *testing.T) {
+	n := peerTarget(t)
+	admitted := flood(t, n.m.Addr(), 200, func(i int) string {
+		return fmt.Sprintf("127.0.1.%d", 1+i/maxHandshakesPerAddress)
+	})
+	expectPeerHeard(t, n)
+	if admitted != maxPendingHandshakes {
+		t.Fatalf("strangers got %d handshake slots, want all %d shared ones", admitted, maxPendingHandshakes)
+	}
+}
+
+// A flood writes a few log lines, however many connections it opens; the counters still count
+// every connection.
+func TestHandshakeFloodLogIsBounded(t *testing.T) {
+	n := target(t, testSecret)
+	before := len(n.log.String())
+	const conns = 200
+	flood(t, n.m.Addr(), conns, fromOneHost)
+	// Each flood connection ends as one handshake failure: refused at once, or timed out.
+	waitFor(t, "every flood connection counted", func() bool { return n.m.Stats().HandshakeFailures == conns })
+	if got := n.metric("queen_mesh_handshake_failures_total"); got != fmt.Sprint("queen_mesh_handshake_failures_total ", conns) {
+		t.Fatalf("metric line %q", got)
+	}
+	var lines []string
+	for _, l := range strings.Split(n.log.String()[before:], "\n") {
+		if l != "" && !strings.Contains(l, "level=DEBUG") { // what a broker logs by default
+			lines = append(lines, l)
+		}
+	}
+	// Two reasons (refused at once, timed out), each logged at most once per warnInterval; the
+	// flood and its timeouts are over well within two intervals.
+	if len(lines) > 4 {
+		t.Fatalf("%d log lines for a flood of %d connections:\n%s", len(lines), conns, strings.Join(lines, "\n"))
+	}
+}
+
+// The peers' hosts resolve to the addresses whose connections get reserved slots; a host that
+// stops resolving keeps the addresses it had.
+func TestPeerAddressesAreResolved(t *testing.T) {
+	n := target(t, nil)
+	hosts := peerHosts([]string{"localhost:6633", "127.0.0.2:6633", "[::ffff:127.0.0.3]:6633", "gone.invalid:6633"})
+	hosts["gone.invalid"] = []netip.Addr{netip.MustParseAddr("10.0.0.9")} // its last good answer
+	n.m.resolvePeers(hosts)
+	for _, want := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "10.0.0.9"} {
+		if sl, _ := n.m.admit.admit(netip.MustParseAddr(want)); !sl.peer {
+			t.Errorf("%s is not taken for a configured peer's address", want)
+		}
+	}
+	if sl, _ := n.m.admit.admit(netip.MustParseAddr("127.0.0.4")); sl.peer {
+		t.Error("127.0.0.4 is taken for a configured peer's address")
 	}
 }

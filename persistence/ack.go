@@ -29,7 +29,7 @@ type AckItem struct {
 	PartitionID   uuid.UUID
 	TransactionID string
 	Group         string
-	LeaseID       string // "" skips the lease check
+	LeaseID       string // the lease in force on (partition, group); "" when none is
 	Status        string
 	Error         string
 	// Scope is the caller's tenant scope (ScopePrefix): a message on a queue outside it is not
@@ -190,7 +190,9 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		if st.ceiling == 0 {
 			st.ceiling = 1<<63 - 1
 		}
-		if it.LeaseID != "" && (!st.leaseActive || st.leaseID != it.LeaseID) {
+		// An ack must name the lease in force, and may name none only when none is: without
+		// this an ack lacking a leaseId would move the cursor under another consumer's lease.
+		if it.LeaseID != st.leaseInForce() {
 			r.Error = ErrInvalidLease
 			continue
 		}
@@ -321,6 +323,14 @@ func (st *consumerState) advance(seq int64) bool {
 		return true
 	}
 	return false
+}
+
+// leaseInForce is the id of the lease in force, "" when there is none.
+func (st *consumerState) leaseInForce() string {
+	if !st.leaseActive {
+		return ""
+	}
+	return st.leaseID
 }
 
 func (st *consumerState) release() bool {

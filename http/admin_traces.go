@@ -103,7 +103,7 @@ func (s *Server) recordTrace(ctx *fasthttp.RequestCtx) {
 	r.WorkerID = s.Config.ServerID
 	c, cancel := s.dbContext()
 	defer cancel()
-	id, ok, err := s.Store.RecordTrace(c, r)
+	id, ok, err := s.Store.RecordTrace(c, s.scope(ctx), r)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -148,7 +148,7 @@ func (s *Server) messageTraces(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	traces, err := s.Store.MessageTraces(c, pid, pathParam(ctx, "transactionId"))
+	traces, err := s.Store.MessageTraces(c, s.scope(ctx), pid, pathParam(ctx, "transactionId"))
 	if err != nil {
 		writeError(ctx, err)
 		return

@@ -482,8 +482,13 @@ func (s *Server) ackBatch(ctx *fasthttp.RequestCtx) {
 	s.acknowledge(ctx, items)
 }
 
-// acknowledge submits the acks to the ack batcher and answers with one result per item.
+// acknowledge submits the acks to the ack batcher, scoped to the caller's tenant, and answers
+// with one result per item.
 func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckItem) {
+	scope := s.scope(ctx)
+	for i := range items {
+		items[i].Scope = scope
+	}
 	type reply struct {
 		res []persistence.AckResult
 		err error
@@ -550,7 +555,11 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 	}
 	ops := make([]persistence.TxOp, len(decoded))
 	sub := producerSub(ctx)
+	scope := s.scope(ctx)
 	for i, op := range decoded {
+		if op.ack != nil {
+			op.ack.Scope = scope
+		}
 		ops[i].Ack = op.ack
 		for _, it := range op.push {
 			it.ProducerSub = sub
@@ -643,7 +652,7 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	r, err := s.Store.ExtendLease(c, id, time.Duration(seconds)*time.Second)
+	r, err := s.Store.ExtendLease(c, s.scope(ctx), id, time.Duration(seconds)*time.Second)
 	if err != nil {
 		writeError(ctx, err)
 		return

@@ -29,9 +29,13 @@ type AckItem struct {
 	PartitionID   uuid.UUID
 	TransactionID string
 	Group         string
-	LeaseID       string // "" skips the lease check
+	LeaseID       string // the lease in force on (partition, group); "" when none is
 	Status        string
 	Error         string
+	// Scope is the caller's tenant scope (ScopePrefix): a message on a queue outside it is not
+	// found, exactly as one that does not exist. Fused batches mix tenants, so each item carries
+	// its own.
+	Scope string
 }
 
 // AckResult is the outcome of one AckItem.
@@ -91,8 +95,9 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 	pids := make([][16]byte, len(items)) // [16]byte: see the push columns
 	groups := make([]string, len(items))
 	txIDs := make([]string, len(items))
+	scopes := make([]string, len(items))
 	for i, it := range items {
-		pids[i], groups[i], txIDs[i] = it.PartitionID, it.Group, it.TransactionID
+		pids[i], groups[i], txIDs[i], scopes[i] = it.PartitionID, it.Group, it.TransactionID, it.Scope
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
@@ -100,12 +105,15 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		FROM queen.partition_consumers pc
 		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
 		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, pids, groups)
+	// A partition outside the item's scope joins nothing: no message, no names, the answer of
+	// a partition id that does not exist. (The lock above may take such an item's row; it is
+	// never written.)
 	b.Queue(`SELECT v.ord, m.seq, p.name, q.name, COALESCE(q.retry_limit, 0)
-		FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS v(pid, tx, ord)
-		LEFT JOIN queen.partitions p ON p.id = v.pid
-		LEFT JOIN queen.queues q ON q.id = p.queue_id
-		LEFT JOIN queen.messages m ON m.partition_id = v.pid AND m.transaction_id = v.tx
-		ORDER BY v.ord`, pids, txIDs)
+		FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)
+		LEFT JOIN (queen.partitions p JOIN queen.queues q ON q.id = p.queue_id)
+			ON p.id = v.pid AND `+inScope("q.name", "v.scope")+`
+		LEFT JOIN queen.messages m ON m.partition_id = p.id AND m.transaction_id = v.tx
+		ORDER BY v.ord`, pids, txIDs, scopes)
 	br := tx.SendBatch(ctx, b)
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()
@@ -182,7 +190,9 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		if st.ceiling == 0 {
 			st.ceiling = 1<<63 - 1
 		}
-		if it.LeaseID != "" && (!st.leaseActive || st.leaseID != it.LeaseID) {
+		// An ack must name the lease in force, and may name none only when none is: without
+		// this an ack lacking a leaseId would move the cursor under another consumer's lease.
+		if it.LeaseID != st.leaseInForce() {
 			r.Error = ErrInvalidLease
 			continue
 		}
@@ -313,6 +323,14 @@ func (st *consumerState) advance(seq int64) bool {
 		return true
 	}
 	return false
+}
+
+// leaseInForce is the id of the lease in force, "" when there is none.
+func (st *consumerState) leaseInForce() string {
+	if !st.leaseActive {
+		return ""
+	}
+	return st.leaseID
 }
 
 func (st *consumerState) release() bool {

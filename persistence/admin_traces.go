@@ -24,8 +24,8 @@ type TraceRecord struct {
 }
 
 // RecordTrace stores a trace event and returns its id; ok is false when the message does not
-// exist.
-func (s *Store) RecordTrace(ctx context.Context, r TraceRecord) (id uuid.UUID, ok bool, err error) {
+// exist on a queue in scope (ScopePrefix).
+func (s *Store) RecordTrace(ctx context.Context, scope string, r TraceRecord) (id uuid.UUID, ok bool, err error) {
 	names := r.Names
 	if names == nil {
 		names = []string{}
@@ -33,8 +33,11 @@ func (s *Store) RecordTrace(ctx context.Context, r TraceRecord) (id uuid.UUID, o
 	err = s.pool.QueryRow(ctx, `
 		INSERT INTO queen.message_traces (partition_id, message_seq, transaction_id, consumer_group, event_type, data, trace_names, worker_id)
 		SELECT m.partition_id, m.seq, m.transaction_id, $3, $4, $5, $6, $7
-		FROM queen.messages m WHERE m.partition_id = $1 AND m.transaction_id = $2
-		RETURNING id`, r.PartitionID, r.TransactionID, r.Group, r.EventType, r.Data, names, r.WorkerID).Scan(&id)
+		FROM queen.messages m
+		JOIN queen.partitions p ON p.id = m.partition_id
+		JOIN queen.queues q ON q.id = p.queue_id
+		WHERE m.partition_id = $1 AND m.transaction_id = $2 AND `+inScope("q.name", "$8")+`
+		RETURNING id`, r.PartitionID, r.TransactionID, r.Group, r.EventType, r.Data, names, r.WorkerID, scope).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return id, false, nil
 	}
@@ -55,14 +58,17 @@ type Trace struct {
 	Names     []string
 }
 
-// MessageTraces returns the trace events of a message, oldest first.
-func (s *Store) MessageTraces(ctx context.Context, partitionID uuid.UUID, transactionID string) ([]Trace, error) {
+// MessageTraces returns the trace events of a message, oldest first; none when the message is
+// not on a queue in scope (ScopePrefix).
+func (s *Store) MessageTraces(ctx context.Context, scope string, partitionID uuid.UUID, transactionID string) ([]Trace, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, t.trace_names
 		FROM queen.messages m
+		JOIN queen.partitions p ON p.id = m.partition_id
+		JOIN queen.queues q ON q.id = p.queue_id
 		JOIN queen.message_traces t ON t.partition_id = m.partition_id AND t.message_seq = m.seq
-		WHERE m.partition_id = $1 AND m.transaction_id = $2
-		ORDER BY t.created_at, t.id`, partitionID, transactionID)
+		WHERE m.partition_id = $1 AND m.transaction_id = $2 AND `+inScope("q.name", "$3")+`
+		ORDER BY t.created_at, t.id`, partitionID, transactionID, scope)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the traces of message %s/%s: %w", partitionID, transactionID, err)
 	}

@@ -17,19 +17,27 @@ type LeaseResult struct {
 }
 
 // ExtendLease pushes the expiry of every partition held under leaseID to at least now+d. It
-// never shortens a lease and cannot revive an expired one.
-func (s *Store) ExtendLease(ctx context.Context, leaseID uuid.UUID, d time.Duration) (LeaseResult, error) {
+// never shortens a lease and cannot revive an expired one. Only partitions of queues in scope
+// (ScopePrefix) count: another tenant's lease is "not found", as one that does not exist.
+func (s *Store) ExtendLease(ctx context.Context, scope string, leaseID uuid.UUID, d time.Duration) (LeaseResult, error) {
 	var r LeaseResult
 	var holders int
 	err := s.pool.QueryRow(ctx, `
-		WITH upd AS (
-			UPDATE queen.partition_consumers
-			SET lease_expires_at = GREATEST(lease_expires_at, now() + make_interval(secs => $2))
-			WHERE lease_id = $1 AND lease_expires_at > now()
-			RETURNING lease_expires_at)
-		SELECT (SELECT min(lease_expires_at) FROM upd),
-		       (SELECT count(*) FROM queen.partition_consumers WHERE lease_id = $1)`,
-		leaseID, d.Seconds()).Scan(&r.ExpiresAt, &holders)
+		WITH held AS (
+			SELECT pc.partition_id, pc.consumer_group
+			FROM queen.partition_consumers pc
+			JOIN queen.partitions p ON p.id = pc.partition_id
+			JOIN queen.queues q ON q.id = p.queue_id
+			WHERE pc.lease_id = $1 AND `+inScope("q.name", "$3")+`),
+		upd AS (
+			UPDATE queen.partition_consumers pc
+			SET lease_expires_at = GREATEST(pc.lease_expires_at, now() + make_interval(secs => $2))
+			FROM held h
+			WHERE pc.partition_id = h.partition_id AND pc.consumer_group = h.consumer_group
+				AND pc.lease_id = $1 AND pc.lease_expires_at > now()
+			RETURNING pc.lease_expires_at)
+		SELECT (SELECT min(lease_expires_at) FROM upd), (SELECT count(*) FROM held)`,
+		leaseID, d.Seconds(), scope).Scan(&r.ExpiresAt, &holders)
 	if err != nil {
 		return r, fmt.Errorf("cannot extend lease %s: %w", leaseID, err)
 	}

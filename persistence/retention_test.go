@@ -108,15 +108,16 @@ func TestRetentionCompletedDeletesOnlyConsumedMessages(t *testing.T) {
 	retentionExec(t, pool, `UPDATE queen.queues SET retention_enabled = true, completed_retention_seconds = 3600 WHERE name = 'done'`)
 
 	// Queue mode consumes all five through pop and ack; group g has consumed up to seq 3.
+	lease := uuid.New()
 	res, err := s.Pop(ctx, persistence.PopRequest{Queue: "done", Partition: "read", Group: persistence.QueueMode,
-		Batch: 5, Partitions: 1, LeaseID: uuid.New()})
+		Batch: 5, Partitions: 1, LeaseID: lease})
 	if err != nil || len(res.Messages) != 5 {
 		t.Fatalf("pop: %d messages, %v", len(res.Messages), err)
 	}
 	acks := make([]persistence.AckItem, len(res.Messages))
 	for i, m := range res.Messages {
 		acks[i] = persistence.AckItem{PartitionID: read, TransactionID: m.TransactionID,
-			Group: persistence.QueueMode, Status: persistence.AckCompleted}
+			Group: persistence.QueueMode, LeaseID: lease.String(), Status: persistence.AckCompleted}
 	}
 	if _, err := s.Ack(ctx, acks); err != nil {
 		t.Fatal(err)
@@ -152,13 +153,14 @@ func TestEvictionDeletesUnconsumedOldMessages(t *testing.T) {
 		VALUES ($1, $2, 3), ($1, 'g', 1)`, twoGroups, persistence.QueueMode)
 
 	// Queue mode consumes seq 1.
+	lease := uuid.New()
 	res, err := s.Pop(ctx, persistence.PopRequest{Queue: "ev", Partition: "read", Group: persistence.QueueMode,
-		Batch: 1, Partitions: 1, LeaseID: uuid.New()})
+		Batch: 1, Partitions: 1, LeaseID: lease})
 	if err != nil || len(res.Messages) != 1 {
 		t.Fatalf("pop: %d messages, %v", len(res.Messages), err)
 	}
 	if _, err := s.Ack(ctx, []persistence.AckItem{{PartitionID: read, TransactionID: res.Messages[0].TransactionID,
-		Group: persistence.QueueMode, Status: persistence.AckCompleted}}); err != nil {
+		Group: persistence.QueueMode, LeaseID: lease.String(), Status: persistence.AckCompleted}}); err != nil {
 		t.Fatal(err)
 	}
 	retentionAge(t, pool, read, 1, 2, 3)

@@ -240,6 +240,53 @@ func TestConsumerGroupsAndSubscriptionModes(t *testing.T) {
 	}
 }
 
+// An ack without a leaseId cannot move a cursor while another consumer's lease is in force: it
+// is refused as a wrong leaseId is, and the lease holder's acks and the next pop are unaffected.
+// With no lease in force an ack without a leaseId still applies.
+func TestAckWithoutLeaseIDUnderAnotherLease(t *testing.T) {
+	t.Parallel()
+	c := startBroker(t, nil)
+	push(t, c, item{"queue": "held", "payload": map[string]any{"n": 1}, "transactionId": "tx-1"},
+		item{"queue": "held", "payload": map[string]any{"n": 2}, "transactionId": "tx-2"},
+		item{"queue": "held", "payload": map[string]any{"n": 3}, "transactionId": "tx-3"})
+	p := pop(t, c, "/api/v1/pop/queue/held", "batch", "2")
+	if len(p.Messages) != 2 || p.LeaseID == nil {
+		t.Fatalf("holder's pop: %s", fmtJSON(p))
+	}
+	pid, lease := p.Messages[0].PartitionID, *p.LeaseID
+
+	for _, status := range []string{"completed", "retry", "failed", "dlq"} {
+		a := ack(t, c, map[string]any{"transactionId": "tx-2", "partitionId": pid, "status": status})
+		if a.Success || str(a.Error) != "Invalid or expired lease" || a.LeaseReleased || a.DLQ {
+			t.Errorf("%s ack without leaseId under another lease: %s", status, fmtJSON(a))
+		}
+	}
+	batch := ackAll(t, c, "", []message{{TransactionID: "tx-2", PartitionID: pid}})
+	if batch[0].Success || str(batch[0].Error) != "Invalid or expired lease" {
+		t.Errorf("batch ack without leaseId under another lease: %s", fmtJSON(batch))
+	}
+
+	// The cursor has not moved: the holder's first ack keeps its lease, the second ends it.
+	if a := ack(t, c, map[string]any{"transactionId": "tx-1", "partitionId": pid, "leaseId": lease}); !a.Success || a.LeaseReleased {
+		t.Fatalf("holder's ack of tx-1: %s", fmtJSON(a))
+	}
+	if a := ack(t, c, map[string]any{"transactionId": "tx-2", "partitionId": pid, "leaseId": lease}); !a.Success || !a.LeaseReleased {
+		t.Fatalf("holder's ack of tx-2: %s", fmtJSON(a))
+	}
+	if next := pop(t, c, "/api/v1/pop/queue/held", "batch", "10", "autoAck", "true"); !slices.Equal(payloads(next.Messages), []string{`{"n":3}`}) {
+		t.Fatalf("next pop: %s", fmtJSON(next))
+	}
+
+	// No lease in force: an ack without leaseId applies (an ack without a pop).
+	push(t, c, item{"queue": "held", "payload": map[string]any{"n": 4}, "transactionId": "tx-4"})
+	if a := ack(t, c, map[string]any{"transactionId": "tx-4", "partitionId": pid}); !a.Success {
+		t.Fatalf("ack without leaseId and no lease: %s", fmtJSON(a))
+	}
+	if next := pop(t, c, "/api/v1/pop/queue/held", "batch", "10"); len(next.Messages) != 0 {
+		t.Fatalf("pop after the lease-free ack: %s", fmtJSON(next))
+	}
+}
+
 func TestTransactionIsAtomic(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, nil)

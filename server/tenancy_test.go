@@ -3,13 +3,18 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"queen/config"
 	"queen/persistence/pgtest"
@@ -305,5 +310,152 @@ func TestTenancyScopesDLQAndGroupControl(t *testing.T) {
 	}
 	if p := pop(t, acme, "/api/v1/pop/queue/orders", "consumerGroup", "g", "batch", "1", "autoAck", "true"); len(p.Messages) != 1 || p.Messages[0].TransactionID != "t1" {
 		t.Fatalf("acme's deleted group should read from the start: %+v", p)
+	}
+}
+
+// idRoute is a route that addresses a message by partition id or a lease by lease id.
+type idRoute struct {
+	name   string
+	leased bool // the owner holds a lease on tx-1 while the route is tried
+	send   func(c *servertest.Client, pid, lease string) (int, []byte)
+}
+
+var idRoutes = []idRoute{
+	{"ack", false, func(c *servertest.Client, pid, _ string) (int, []byte) {
+		return c.Do("POST", "/api/v1/ack", map[string]any{"transactionId": "tx-3", "partitionId": pid})
+	}},
+	{"ack of an unknown message", false, func(c *servertest.Client, pid, _ string) (int, []byte) {
+		return c.Do("POST", "/api/v1/ack", map[string]any{"transactionId": "nope", "partitionId": pid})
+	}},
+	{"ack with the lease", true, func(c *servertest.Client, pid, lease string) (int, []byte) {
+		return c.Do("POST", "/api/v1/ack", map[string]any{"transactionId": "tx-1", "partitionId": pid, "leaseId": lease, "status": "dlq", "error": "intruder"})
+	}},
+	{"ack batch", true, func(c *servertest.Client, pid, lease string) (int, []byte) {
+		return c.Do("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": []any{
+			map[string]any{"transactionId": "tx-1", "partitionId": pid, "leaseId": lease, "status": "failed"},
+			map[string]any{"transactionId": "tx-3", "partitionId": pid, "status": "completed"},
+		}})
+	}},
+	{"transaction", true, func(c *servertest.Client, pid, lease string) (int, []byte) {
+		return c.Do("POST", "/api/v1/transaction", map[string]any{"operations": []any{
+			map[string]any{"type": "ack", "transactionId": "tx-1", "partitionId": pid, "leaseId": lease, "status": "completed"},
+			map[string]any{"type": "push", "items": []item{{"queue": "mine", "payload": 1}}},
+		}})
+	}},
+	{"lease extension", true, func(c *servertest.Client, _, lease string) (int, []byte) {
+		return c.Do("POST", "/api/v1/lease/"+lease+"/extend", map[string]any{"seconds": 86400})
+	}},
+	{"trace recording", false, func(c *servertest.Client, pid, _ string) (int, []byte) {
+		return c.Do("POST", "/api/v1/traces", map[string]any{"transactionId": "tx-1", "partitionId": pid, "data": map[string]any{"by": "intruder"}})
+	}},
+	{"trace read", false, func(c *servertest.Client, pid, _ string) (int, []byte) {
+		return c.Do("GET", "/api/v1/traces/"+pid+"/tx-1", nil)
+	}},
+}
+
+// answerShape is an answer with the ids it echoes replaced as given (old, new pairs) and the
+// transaction route's fresh transactionId dropped, so two answers to different ids compare.
+func answerShape(t *testing.T, body []byte, replace ...string) string {
+	t.Helper()
+	body = []byte(strings.NewReplacer(replace...).Replace(string(body)))
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("answer is not JSON: %s", body)
+	}
+	if m, ok := v.(map[string]any); ok {
+		delete(m, "transactionId")
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// leaseExpiry reads when the queue-mode lease on a partition expires (zero: no lease).
+func leaseExpiry(t *testing.T, c *servertest.Client, pid string) time.Time {
+	t.Helper()
+	var at *time.Time
+	if err := c.Broker.Store().Pool().QueryRow(context.Background(), `SELECT lease_expires_at FROM queen.partition_consumers
+		WHERE partition_id = $1 AND consumer_group = '__QUEUE_MODE__'`, pid).Scan(&at); err != nil {
+		t.Fatalf("lease of %s: %v", pid, err)
+	}
+	if at == nil {
+		return time.Time{}
+	}
+	return *at
+}
+
+// Every route that takes a partition id or a lease id stays inside the caller's tenant: another
+// tenant's ids get exactly the answer random ids get, no answer names the other tenant's queue
+// or partition, and the owner's cursor, lease, dead letters and traces are unchanged.
+func TestTenancyRefusesAnotherTenantsPartitionAndLeaseIDs(t *testing.T) {
+	c := startBroker(t, tenancyOn)
+	owner := c.WithHeader("x-queen-tenant", "globex")
+	intruders := []struct {
+		name string
+		c    *servertest.Client
+	}{{"tenant acme", c.WithHeader("x-queen-tenant", "acme")}, {"the default tenant", c}}
+	n := 0
+	for _, rt := range idRoutes {
+		for _, in := range intruders {
+			n++
+			what := rt.name + " by " + in.name
+			part := fmt.Sprintf("globex-part-%d", n)
+			res := push(t, owner,
+				item{"queue": "globex-ledger", "partition": part, "transactionId": "tx-1", "payload": map[string]any{"n": 1}},
+				item{"queue": "globex-ledger", "partition": part, "transactionId": "tx-2", "payload": map[string]any{"n": 2}},
+				item{"queue": "globex-ledger", "partition": part, "transactionId": "tx-3", "payload": map[string]any{"n": 3}})
+			pid := str(res[0].PartitionID)
+			owner.JSON("POST", "/api/v1/traces", map[string]any{"transactionId": "tx-1", "partitionId": pid, "data": map[string]any{"by": "owner"}}, 200, nil)
+			partPath := "/api/v1/pop/queue/globex-ledger/partition/" + part
+			lease := uuid.NewString() // never used by the owner when the route needs no lease
+			var expiry time.Time
+			if rt.leased {
+				p := pop(t, owner, partPath, "batch", "1")
+				if len(p.Messages) != 1 || p.Messages[0].TransactionID != "tx-1" {
+					t.Fatalf("%s: owner pop: %s", what, fmtJSON(p))
+				}
+				lease, expiry = *p.LeaseID, leaseExpiry(t, c, pid)
+			}
+
+			randomPID, randomLease := uuid.NewString(), uuid.NewString()
+			fs, fb := rt.send(in.c, pid, lease)
+			rs, rb := rt.send(in.c, randomPID, randomLease)
+			if got, want := answerShape(t, fb, pid, randomPID, lease, randomLease), answerShape(t, rb); fs != rs || got != want {
+				t.Errorf("%s: another tenant's ids answer %d %s, random ids %d %s", what, fs, fb, rs, rb)
+			}
+			if strings.Contains(string(fb)+string(rb), "globex") {
+				t.Errorf("%s: an answer names the owner's queue or partition: %s / %s", what, fb, rb)
+			}
+
+			// The owner's state is as it left it.
+			want := []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}
+			if rt.leased {
+				if got := leaseExpiry(t, c, pid); !got.Equal(expiry) {
+					t.Errorf("%s: the owner's lease expiry moved from %s to %s", what, expiry, got)
+				}
+				if a := ack(t, owner, map[string]any{"transactionId": "tx-1", "partitionId": pid, "leaseId": lease}); !a.Success || !a.LeaseReleased {
+					t.Errorf("%s: the owner's ack with its lease: %s", what, fmtJSON(a))
+				}
+				want = want[1:]
+			}
+			if p := pop(t, owner, partPath, "batch", "10"); !slices.Equal(payloads(p.Messages), want) {
+				t.Errorf("%s: owner pops %v, want %v", what, payloads(p.Messages), want)
+			}
+			var dlq struct {
+				Total int `json:"total"`
+			}
+			owner.JSON("GET", "/api/v1/dlq?queue=globex-ledger&partition="+part, nil, 200, &dlq)
+			if dlq.Total != 0 {
+				t.Errorf("%s: the owner has %d dead letters", what, dlq.Total)
+			}
+			var traces struct {
+				Traces []struct {
+					Data json.RawMessage `json:"data"`
+				} `json:"traces"`
+			}
+			owner.JSON("GET", "/api/v1/traces/"+pid+"/tx-1", nil, 200, &traces)
+			if len(traces.Traces) != 1 || string(traces.Traces[0].Data) != `{"by":"owner"}` {
+				t.Errorf("%s: the owner's traces of tx-1: %s", what, fmtJSON(traces))
+			}
+		}
 	}
 }

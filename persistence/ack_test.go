@@ -1,0 +1,57 @@
+package persistence_test
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+
+	"queen/persistence"
+	"queen/persistence/pgtest"
+)
+
+// A fused ack call mixes the items of several tenants: each item is resolved in its own scope,
+// so one naming another tenant's partition is not found (no names either) while the owner's
+// item in the same call applies.
+func TestAckScopesEachItemOfAFusedCall(t *testing.T) {
+	pool, _ := pgtest.NewPool(t)
+	s := persistence.NewStore(pool)
+	ctx := retentionCtx(t)
+	tenantQueue := persistence.InternalName("globex", "ledger")
+	tenants := retentionPush(t, s, tenantQueue, "p", 3)
+	plain := retentionPush(t, s, "ledger", "p", 1)
+	ack := func(pid uuid.UUID, tx, scope string) persistence.AckItem {
+		return persistence.AckItem{PartitionID: pid, TransactionID: tx, Group: persistence.QueueMode,
+			Status: persistence.AckCompleted, Scope: scope}
+	}
+	res, err := s.Ack(ctx, []persistence.AckItem{
+		ack(tenants, "tx-3", persistence.ScopePrefix("acme")), // another tenant's partition
+		ack(tenants, "tx-2", ""),                              // the default tenant does not reach tenants' queues
+		ack(plain, "tx-1", persistence.ScopePrefix("acme")),   // nor tenants the default tenant's
+		ack(tenants, "tx-1", persistence.ScopePrefix("globex")),
+		ack(plain, "tx-1", ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:3] {
+		if r.Success || r.Error != persistence.ErrMessageNotFound || r.QueueName.Valid || r.PartitionName.Valid {
+			t.Errorf("item %d, outside its scope: %+v", i, r)
+		}
+	}
+	if r := res[3]; !r.Success || r.QueueName.String != tenantQueue {
+		t.Errorf("the owner's item: %+v", r)
+	}
+	if r := res[4]; !r.Success || r.QueueName.String != "ledger" {
+		t.Errorf("the default tenant's item: %+v", r)
+	}
+	for pid, want := range map[uuid.UUID]int64{tenants: 1, plain: 1} {
+		var cursor int64
+		if err := pool.QueryRow(ctx, `SELECT cursor_seq FROM queen.partition_consumers
+			WHERE partition_id = $1 AND consumer_group = $2`, pid, persistence.QueueMode).Scan(&cursor); err != nil {
+			t.Fatal(err)
+		}
+		if cursor != want {
+			t.Errorf("cursor of %s: %d, want %d", pid, cursor, want)
+		}
+	}
+}

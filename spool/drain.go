@@ -178,7 +178,7 @@ func (s *Spool) writeFailed(segName string, refused []refusedRecord) error {
 	}
 	dir := filepath.Join(s.dir, failedDirName)
 	path := filepath.Join(dir, failedFileName)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
 	if err != nil {
 		return fmt.Errorf("cannot open failed records file: %w", err)
 	}

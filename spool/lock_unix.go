@@ -11,7 +11,7 @@ import (
 // lockDir takes an exclusive flock on path, so that two Spools never share a directory: not two
 // processes, and not two Opens in one process either (flock locks belong to the open file).
 func lockDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create lock file: %w", err)
 	}

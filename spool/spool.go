@@ -91,6 +91,13 @@ type activeSegment struct {
 	f *os.File
 }
 
+// The spool holds payloads before they reach PostgreSQL (in clear for queues without
+// encryption): only the broker's own user may read it, wherever FILE_BUFFER_DIR points.
+const (
+	fileMode os.FileMode = 0o600
+	dirMode  os.FileMode = 0o700
+)
+
 // Open creates Dir if needed and recovers what a crash left: the active segment of a previous
 // process is checked record by record; a torn or corrupt tail (short length, short body, CRC
 // mismatch) is truncated away with one Warn log line saying how many bytes were dropped, and the
@@ -110,8 +117,15 @@ func Open(o Options) (*Spool, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(filepath.Join(o.Dir, failedDirName), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(o.Dir, failedDirName), dirMode); err != nil {
 		return nil, fmt.Errorf("cannot create spool directory: %w", err)
+	}
+	// MkdirAll leaves existing directories as they are: a spool created by an older version,
+	// or a directory the operator made, is closed to other users here.
+	for _, d := range []string{o.Dir, filepath.Join(o.Dir, failedDirName)} {
+		if err := os.Chmod(d, dirMode); err != nil {
+			return nil, fmt.Errorf("cannot restrict spool directory %s to its owner: %w", d, err)
+		}
 	}
 	lock, err := lockDir(filepath.Join(o.Dir, lockFileName))
 	if err != nil {
@@ -342,7 +356,7 @@ func (s *Spool) createActiveLocked() error {
 	seq := s.nextSeq
 	s.nextSeq++
 	path := s.segmentPath(seq, activeExt)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, fileMode)
 	if err != nil {
 		return fmt.Errorf("cannot create segment: %w", err)
 	}

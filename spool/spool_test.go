@@ -801,3 +801,49 @@ func TestOldestFollowsTheOldestSegment(t *testing.T) {
 		t.Fatalf("Oldest after the first segment drained %v; want %v", got, created[1])
 	}
 }
+
+// TestFilesAreOwnerOnly: the spool holds payloads, in clear for queues without encryption, so
+// every file and directory is the broker user's alone, even in a directory made 0755 earlier.
+func TestFilesAreOwnerOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.MkdirAll(filepath.Join(dir, failedDirName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := openSpool(t, dir, 1024, nil)
+	mustAppend(t, s, record(1), record(2))
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, record(3)) // an active segment too
+	if _, err := s.Drain(context.Background(), 10, func(batch [][]byte) (map[int]string, error) {
+		return map[int]string{0: "refused, to fill failed/"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var files int
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		} else {
+			files++
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", path, info.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 3 { // the lock, the active segment, the failed records
+		t.Fatalf("only %d files to check", files)
+	}
+}

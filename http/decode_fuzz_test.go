@@ -31,7 +31,7 @@ import (
 // A failing input found by `go test -fuzz` is kept under testdata/fuzz/<Target>/ and replays on
 // every `go test`.
 
-// Bodies from ../shared/reference/queen-wire-captures.md.
+// Bodies as the official clients send them (captured from real exchanges).
 var (
 	capturedPush = []string{
 		`{"items":[{"queue":"demo","payload":{"hello":"world"}}]}`,

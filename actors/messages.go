@@ -36,11 +36,18 @@ type PopRequest struct {
 	// Gone is closed when the client disconnected: the actor drops the parked pop instead of
 	// leasing messages nobody will receive.
 	Gone <-chan struct{}
+	// Checked says the caller has just found nothing to pop: the actor parks the pop without a
+	// first database pop of its own, or answers it empty at once when it may not wait.
+	Checked bool
+	// OneOf ties this pop to the same client's pops on other queues (a namespace pop); it is
+	// only honoured with Checked.
+	OneOf *OneOf
 }
 
 // PopReply is the answer to a PopRequest. TimedOut marks a long-poll that reached its deadline
 // (or was released by shutdown) with nothing to deliver.
 type PopReply struct {
+	Queue    string // the queue whose actor answered: a namespace pop waits on several
 	Result   persistence.PopResult
 	TimedOut bool
 	Paused   bool // pop maintenance is on
@@ -74,6 +81,7 @@ type (
 		err    error
 	}
 	tick      struct{}
+	poke      struct{} // a OneOf another actor held is free again
 	drain     struct{}
 	passivate struct {
 		queue    string

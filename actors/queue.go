@@ -49,26 +49,32 @@ type Deps struct {
 	OrphanLease  func(leaseID uuid.UUID)
 	Wait         WaitOptions
 	QueryTimeout time.Duration // bound on one pop's database work
-	IdleTimeout  time.Duration // an actor with nothing to do stops after this long
-	Log          *slog.Logger
-	Metrics      *metrics.Set // this broker's metrics
+	// A long-poll that would park past either cap is answered empty at once, as at its timeout:
+	// parked pops cost memory and a socket each, and the caps bound what clients can hold.
+	MaxParkedPerQueue int
+	MaxParked         int           // over every queue of the broker
+	IdleTimeout       time.Duration // an actor with nothing to do stops after this long
+	Log               *slog.Logger
+	Metrics           *metrics.Set // this broker's metrics
 }
 
 // waiter is a pop being run or parked.
 type waiter struct {
 	req     *PopRequest
-	checks  int
-	next    time.Time
+	key     *recheck // the re-check it shares with equivalent pops; nil for a pop that does not wait
 	running bool
-	parked  bool // has waited at least once: counted in the parked gauge
+	parked  bool // has waited at least once: counted in the parked gauges
+	blocked bool // its namespace pop is running on another queue, which pokes this actor when done
 }
 
 type queueActor struct {
 	name     string
 	deps     *Deps
+	wide     *brokerWide
 	waiters  []*waiter // FIFO: older waiters are served first
-	inflight int       // pushes and pops whose database work has not come back
-	received int       // requests the router forwarded, for the passivation handshake
+	rechecks map[recheckKey]*recheck
+	inflight int // pushes and pops whose database work has not come back
+	received int // requests the router forwarded, for the passivation handshake
 	timer    *time.Timer
 	draining bool
 	// pushes waiting on PostgreSQL, with the timer that spools them if it does not answer
@@ -82,6 +88,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		a.pushes = map[*PushRequest]*time.Timer{}
+		a.rechecks = map[recheckKey]*recheck{}
 		// A tenant's queue (tenancy) is labelled with the name its tenant knows and a tenant
 		// label: the stored name never reaches the metrics.
 		tenant, name := persistence.SplitName(a.name)
@@ -106,13 +113,11 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *spoolDone:
 		a.inflight--
 		m.req.Reply <- PushReply{Buffered: m.err == nil, Err: m.err}
-	case pausePops:
+	case pausePops, poke:
 		a.check(ctx)
 	case *PopRequest:
 		a.received++
-		w := &waiter{req: m}
-		a.waiters = append(a.waiters, w)
-		a.run(ctx, w)
+		a.pop(ctx, m)
 	case *popDone:
 		a.inflight--
 		a.popped(ctx, m)
@@ -133,10 +138,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		if a.timer != nil {
 			a.timer.Stop()
 		}
-		for _, w := range a.waiters {
-			w.req.Reply <- PopReply{TimedOut: true}
+		for _, w := range slices.Clone(a.waiters) {
+			a.answer(w, PopReply{TimedOut: true})
 		}
-		a.waiters = nil
 		a.deps.Metrics.UnregisterMetric(a.gauge)
 	}
 }
@@ -236,9 +240,59 @@ func pushedPartitions(req *PushRequest, res []persistence.PushResult) []string {
 	return out
 }
 
+// pop takes a new pop: one that waits joins the re-check of its key, and runs its first
+// database pop at once unless the caller has just made it.
+func (a *queueActor) pop(ctx actor.Context, m *PopRequest) {
+	w := &waiter{req: m}
+	a.waiters = append(a.waiters, w)
+	switch {
+	case m.Checked && !m.Wait: // shutting down: there is nothing left to try
+		a.answer(w, PopReply{TimedOut: true})
+	case m.Checked:
+		w.key = a.join(m.Pop)
+		a.empty(w, time.Now())
+		a.check(ctx)
+	default:
+		if m.Wait {
+			w.key = a.join(m.Pop)
+		}
+		a.run(ctx, w)
+	}
+}
+
+// join adds a waiting pop to the re-check of its key.
+func (a *queueActor) join(p persistence.PopRequest) *recheck {
+	k := keyOf(p)
+	r := a.rechecks[k]
+	if r == nil {
+		r = &recheck{key: k}
+		a.rechecks[k] = r
+	}
+	r.members++
+	return r
+}
+
+// tryRun runs w's database pop, unless w belongs to a namespace pop whose pop on another
+// queue is running: that queue's actor pokes this one when it is done.
+func (a *queueActor) tryRun(ctx actor.Context, w *waiter) bool {
+	if o := w.req.OneOf; o != nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		if !o.begin(func() { root.Send(self, poke{}) }) {
+			w.blocked = true
+			return false
+		}
+	}
+	a.run(ctx, w)
+	return true
+}
+
 func (a *queueActor) run(ctx actor.Context, w *waiter) {
 	w.running = true
 	a.inflight++
+	if w.key != nil {
+		w.key.running++
+	}
+	a.wide.queries.Inc()
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	store, timeout, pop := a.deps.Store, a.deps.QueryTimeout, w.req.Pop
 	go func() {
@@ -252,6 +306,13 @@ func (a *queueActor) run(ctx actor.Context, w *waiter) {
 func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 	w := m.w
 	w.running = false
+	delivered := len(m.result.Messages) > 0
+	if w.key != nil {
+		w.key.running--
+	}
+	if o := w.req.OneOf; o != nil {
+		o.end(delivered || m.err != nil)
+	}
 	now := time.Now()
 	switch {
 	case m.err != nil:
@@ -259,89 +320,139 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 			a.deps.OrphanLease(w.req.Pop.LeaseID)
 		}
 		a.answer(w, PopReply{Err: m.err})
-	case len(m.result.Messages) > 0 || !w.req.Wait:
+	case delivered || !w.req.Wait:
+		if delivered && w.key != nil {
+			// There was something to take: the others of the key may find more (another
+			// partition, the rest of a batch), so the next of them re-checks at once.
+			w.key.checks, w.key.next = 0, time.Time{}
+		}
 		a.answer(w, PopReply{Result: m.result})
 	case a.deps.Maintenance.Pop():
 		a.answer(w, PopReply{Paused: true})
 	case a.draining || !now.Before(w.req.Deadline) || gone(w):
 		a.answer(w, PopReply{Result: m.result, TimedOut: true})
 	default:
-		w.checks++
-		w.next = now.Add(a.deps.Wait.backoff(w.checks))
-		if !w.parked {
-			w.parked = true
-			a.parked.Inc()
-		}
+		a.empty(w, now)
+	}
+	// A full check costs a pass over every waiter: run it only when this answer made a
+	// re-check of the key due (a delivery, or a wake-up that came meanwhile).
+	if k := w.key; k != nil && (k.wakes > 0 || k.running == 0 && !now.Before(k.next)) {
+		a.check(ctx)
+		return
 	}
 	a.schedule(ctx)
 }
 
+// empty records that w's key found nothing: all its waiters share the next re-check, on the
+// backoff schedule. Then w parks, unless a cap is reached: it is answered as at its timeout.
+func (a *queueActor) empty(w *waiter, now time.Time) {
+	k := w.key
+	k.checks++
+	k.next = now.Add(a.deps.Wait.backoff(k.checks))
+	if w.parked {
+		return
+	}
+	if int(a.parked.Get()) >= a.deps.MaxParkedPerQueue || !a.wide.reservePark(a.deps.MaxParked) {
+		a.wide.refused.Inc()
+		a.answer(w, PopReply{TimedOut: true})
+		return
+	}
+	w.parked = true
+	a.parked.Inc()
+}
+
 // answer replies to w and forgets it.
 func (a *queueActor) answer(w *waiter, r PopReply) {
+	r.Queue = a.name
 	w.req.Reply <- r
 	if w.parked {
 		a.parked.Dec()
+		a.wide.parked.Add(-1)
+	}
+	if k := w.key; k != nil {
+		k.members--
+		k.wakes = min(k.wakes, k.members)
+		if k.members == 0 {
+			delete(a.rechecks, k.key)
+		}
 	}
 	if i := slices.Index(a.waiters, w); i >= 0 {
 		a.waiters = slices.Delete(a.waiters, i, i+1)
 	}
 }
 
-// wake re-runs parked pops now that partitions have data. Each partition can serve one consumer
-// of a group at a time, so per group it wakes at most as many waiters as partitions received
-// data; the others keep their schedule (a lost wake-up costs latency, never a message).
+// wake re-checks parked pops now that partitions have data (all partitions when the list is
+// empty). Each partition serves one consumer of a group at a time, so per group it owes at
+// most as many re-checks as partitions received data, and at most one to a key filtered on
+// one partition. A re-check that finds messages wakes the next pop of its key itself, so one
+// per key is enough for a wake-up that names no partition. The other pops keep their
+// schedule: a lost wake-up costs latency, never a message.
 func (a *queueActor) wake(ctx actor.Context, partitions []string) {
-	woken := map[string]int{}
-	for _, w := range a.waiters {
-		if w.running {
+	owed := map[string]int{} // per group
+	for _, r := range a.rechecks {
+		k := r.key
+		want := 1
+		if len(partitions) > 0 {
+			if k.partition != "" && !slices.Contains(partitions, k.partition) {
+				continue
+			}
+			if k.partition == "" {
+				want = len(partitions)
+			}
+			want = min(want, len(partitions)-owed[k.group])
+		}
+		// A key whose only pops are running owes a re-check too: their answer may predate
+		// the push, so the first to come back empty runs again.
+		n := min(want, r.members-r.wakes)
+		if n <= 0 {
 			continue
 		}
-		p := w.req.Pop.Partition
-		if p != "" && len(partitions) > 0 && !slices.Contains(partitions, p) {
-			continue
-		}
-		g := w.req.Pop.Group
-		if len(partitions) > 0 && woken[g] >= len(partitions) {
-			continue
-		}
-		woken[g]++
-		w.next = time.Time{}
-		w.checks = 0
+		r.wakes += n
+		r.checks = 0
+		owed[k.group] += n
 	}
 	a.check(ctx)
 }
 
-// check answers expired and abandoned waiters and runs the ones that are due.
+// check answers expired and abandoned waiters and runs the re-checks that are due: those owed
+// to wake-ups, and the scheduled one of each key that has no database pop in flight.
 func (a *queueActor) check(ctx actor.Context) {
 	now := time.Now()
 	for _, w := range slices.Clone(a.waiters) {
 		if w.running {
 			continue
 		}
+		w.blocked = false
+		k := w.key
 		switch {
-		case gone(w):
+		case gone(w) || w.req.OneOf.done():
 			a.answer(w, PopReply{TimedOut: true})
 		case a.deps.Maintenance.Pop():
 			a.answer(w, PopReply{Paused: true})
 		case a.draining || !now.Before(w.req.Deadline):
 			a.answer(w, PopReply{TimedOut: true})
-		case !now.Before(w.next):
-			a.run(ctx, w)
+		case k.wakes > 0:
+			if a.tryRun(ctx, w) {
+				k.wakes--
+			}
+		case k.running == 0 && !now.Before(k.next):
+			a.tryRun(ctx, w)
 		}
 	}
 	a.schedule(ctx)
 }
 
-// schedule arms the timer for the earliest re-check or deadline of a parked waiter.
+// schedule arms the timer for the earliest re-check or deadline of a parked waiter. A key
+// with a database pop in flight re-checks when it comes back, a blocked waiter when poked.
 func (a *queueActor) schedule(ctx actor.Context) {
 	var at time.Time
 	for _, w := range a.waiters {
 		if w.running {
 			continue
 		}
-		t := w.next
-		if w.req.Deadline.Before(t) {
-			t = w.req.Deadline
+		t := w.req.Deadline
+		if k := w.key; k.running == 0 && !w.blocked && k.next.Before(t) {
+			t = k.next
 		}
 		if at.IsZero() || t.Before(at) {
 			at = t

@@ -11,6 +11,7 @@ import (
 // equals the number it forwarded. Otherwise a request is on its way and the actor stays.
 type router struct {
 	deps     *Deps
+	wide     *brokerWide
 	children map[string]*child
 	draining bool
 }
@@ -54,9 +55,9 @@ func (r *router) Receive(ctx actor.Context) {
 func (r *router) forward(ctx actor.Context, queue string, msg any) {
 	c := r.children[queue]
 	if c == nil {
-		name := queue
+		name, wide := queue, r.wide
 		c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &queueActor{name: name, deps: r.deps}
+			return &queueActor{name: name, deps: r.deps, wide: wide}
 		}))}
 		r.children[queue] = c
 	}

@@ -14,8 +14,9 @@ type System struct {
 func Start(deps *Deps) *System {
 	log := deps.Log.With("subsystem", "actors")
 	sys := NewActorSystem(log)
+	wide := newBrokerWide(deps.Metrics)
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &router{deps: deps, children: map[string]*child{}}
+		return &router{deps: deps, wide: wide, children: map[string]*child{}}
 	}))
 	return &System{sys: sys, router: pid}
 }

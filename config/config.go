@@ -69,6 +69,9 @@ type Config struct {
 	PopWaitBackoffThreshold  int
 	PopWaitBackoffMultiplier float64
 	PopWaitMaxInterval       time.Duration
+	// Caps on parked long-polls: past either, a long-poll is answered empty at once.
+	MaxParkedPerQueue int // QUEEN_MAX_PARKED_PER_QUEUE
+	MaxParked         int // QUEEN_MAX_PARKED: over every queue of the broker
 
 	// Fusion of requests into database transactions.
 	PushMaxBatch    int           // QUEEN_PUSH_MAX_BATCH_SIZE: messages per fused push transaction
@@ -134,6 +137,8 @@ func Load(getenv func(string) string) (Config, error) {
 		PopWaitBackoffThreshold:  r.intIn(3, 0, 1000, "POP_WAIT_BACKOFF_THRESHOLD"),
 		PopWaitBackoffMultiplier: r.float(2.0, "POP_WAIT_BACKOFF_MULTIPLIER"),
 		PopWaitMaxInterval:       r.millis(1000, "POP_WAIT_MAX_INTERVAL_MS"),
+		MaxParkedPerQueue:        r.intIn(10000, 1, 10000000, "QUEEN_MAX_PARKED_PER_QUEUE"),
+		MaxParked:                r.intIn(50000, 1, 10000000, "QUEEN_MAX_PARKED"),
 
 		PushMaxBatch: r.intIn(2000, 1, 100000, "QUEEN_PUSH_MAX_BATCH_SIZE"),
 		AckMaxBatch:  r.intIn(2000, 1, 100000, "QUEEN_ACK_MAX_BATCH_SIZE"),

@@ -47,3 +47,21 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestParkingCaps(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.MaxParkedPerQueue != 10000 || c.MaxParked != 50000 {
+		t.Fatalf("default caps: %v %d %d", err, c.MaxParkedPerQueue, c.MaxParked)
+	}
+	c, err = Load(env(map[string]string{"QUEEN_MAX_PARKED_PER_QUEUE": "10", "QUEEN_MAX_PARKED": "20"}))
+	if err != nil || c.MaxParkedPerQueue != 10 || c.MaxParked != 20 {
+		t.Fatalf("set caps: %v %d %d", err, c.MaxParkedPerQueue, c.MaxParked)
+	}
+	for _, name := range []string{"QUEEN_MAX_PARKED_PER_QUEUE", "QUEEN_MAX_PARKED"} {
+		for _, value := range []string{"0", "-1", "1e4", "ten", "10000001"} {
+			if _, err := Load(env(map[string]string{name: value})); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%s: want an error naming the variable, got %v", name, value, err)
+			}
+		}
+	}
+}

@@ -389,8 +389,8 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 }
 
 // popByNamespace serves GET /api/v1/pop?namespace=&task=: a pop from the first queue of that
-// namespace and/or task (highest priority first) that has messages. A long-poll re-checks the
-// matching queues on the parked-pop schedule.
+// namespace and/or task (highest priority first) that has messages. A long-poll then parks on
+// every matching queue's actor, like a queue pop, until one of them delivers.
 func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	ns, task := string(args.Peek("namespace")), string(args.Peek("task"))
@@ -404,43 +404,73 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	deadline := time.Now().Add(timeout)
-	for checks := 1; ; checks++ {
-		c, cancel := s.dbContext()
-		queues, err := s.Store.QueuesByNamespace(c, s.scope(ctx), ns, task)
-		cancel()
-		if err != nil {
-			writeError(ctx, err)
-			return
-		}
-		for _, q := range queues {
-			req := base
-			req.Queue = q
-			rep, err := s.popOnce(ctx, req, false, 0)
-			if err != nil {
-				writeError(ctx, err)
-				return
-			}
-			if len(rep.Result.Messages) > 0 {
-				req.Queue = shownName(q)
-				writePop(ctx, req, rep)
-				return
-			}
-		}
-		pause := s.waitBackoff(checks)
-		if !wait || time.Now().Add(pause).After(deadline) {
-			writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: persistence.PopNoPartition, Messages: []popMessageJSON{}})
-			return
-		}
-		time.Sleep(pause)
+	c, cancel := s.dbContext()
+	queues, err := s.Store.QueuesByNamespace(c, s.scope(ctx), ns, task)
+	cancel()
+	if err != nil {
+		writeError(ctx, err)
+		return
 	}
+	rep := actors.PopReply{}
+	for _, q := range queues {
+		req := base
+		req.Queue = q
+		if rep, err = s.popOnce(ctx, req, false, 0); err != nil || len(rep.Result.Messages) > 0 {
+			break
+		}
+	}
+	if err == nil && len(rep.Result.Messages) == 0 && wait {
+		rep, err = s.parkByNamespace(ctx, base, queues, deadline)
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if len(rep.Result.Messages) == 0 {
+		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: persistence.PopNoPartition, Messages: []popMessageJSON{}})
+		return
+	}
+	base.Queue = shownName(rep.Queue)
+	writePop(ctx, base, rep)
 }
 
-func (s *Server) waitBackoff(checks int) time.Duration {
-	c := s.Config
-	if checks <= c.PopWaitBackoffThreshold {
-		return c.PopWaitInitialInterval
+// parkByNamespace parks a namespace pop that found nothing on each of its queues' actors, tied
+// by one actors.OneOf, and waits for the first delivery, or for every actor to give up (the
+// deadline, shutdown, pop maintenance, the client going away).
+func (s *Server) parkByNamespace(ctx *fasthttp.RequestCtx, base persistence.PopRequest, queues []string, deadline time.Time) (actors.PopReply, error) {
+	gone, stop := watchDisconnect(ctx)
+	defer stop()
+	if len(queues) == 0 {
+		// Nothing to park on, and nothing to find before a queue is configured: wait out the
+		// timeout without querying, so a client in a loop does not spin.
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case <-gone:
+		case <-t.C:
+		}
+		return actors.PopReply{}, nil
 	}
-	return min(time.Duration(float64(c.PopWaitInitialInterval)*float64(checks)*c.PopWaitBackoffMultiplier), c.PopWaitMaxInterval)
+	reply := make(chan actors.PopReply, len(queues))
+	one := &actors.OneOf{}
+	for _, q := range queues {
+		req := base
+		req.Queue = q
+		s.Actors.Pop(&actors.PopRequest{Pop: req, Wait: true, Checked: true, OneOf: one, Deadline: deadline, Reply: reply, Gone: gone})
+	}
+	for range queues {
+		// The actors answer at the deadline themselves; the allowance covers database work
+		// that started just before it.
+		rep, err := await(reply, time.Until(deadline)+s.Config.RequestDeadline)
+		if err == nil {
+			err = rep.Err
+		}
+		if err != nil || len(rep.Result.Messages) > 0 {
+			s.openMessages(rep.Result.Messages)
+			return rep, err
+		}
+	}
+	return actors.PopReply{}, nil
 }
 
 // ackResultJSON is one entry of the ack answer.

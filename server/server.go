@@ -159,9 +159,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 			Initial: cfg.PopWaitInitialInterval, Threshold: cfg.PopWaitBackoffThreshold,
 			Multiplier: cfg.PopWaitBackoffMultiplier, Max: cfg.PopWaitMaxInterval,
 		},
-		QueryTimeout: cfg.RequestDeadline,
-		IdleTimeout:  2 * time.Minute,
-		Log:          log,
+		QueryTimeout:      cfg.RequestDeadline,
+		MaxParkedPerQueue: cfg.MaxParkedPerQueue,
+		MaxParked:         cfg.MaxParked,
+		IdleTimeout:       2 * time.Minute,
+		Log:               log,
 	})
 	ctl.actors = b.actors
 	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "push_lanes", cfg.PushLanes, "ack_in_flight", cfg.AckInFlight)

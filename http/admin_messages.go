@@ -191,7 +191,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 		Namespace:   info.Namespace,
 		Partition:   info.Partition,
 		PartitionID: info.PartitionID,
-		Payload:     s.openPayload(m.Payload, m.Encrypted),
+		Payload:     s.openPayload(m.Payload, m.Encrypted, m.Queue, m.TransactionID),
 		ProducerSub: info.ProducerSub,
 		Queue:       info.Queue,
 		QueueConfig: queueConfigJSON{
@@ -311,7 +311,7 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 	}
 	for i, e := range entries {
 		out.Messages[i] = dlqEntryJSON{
-			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted), ErrorMessage: textPtr(e.Error),
+			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted, e.Queue, e.TransactionID), ErrorMessage: textPtr(e.Error),
 			FailedAt: msTime(e.FailedAt), ID: e.MessageID.String(), Partition: e.Partition, PartitionID: e.PartitionID.String(),
 			ProducerSub: textPtr(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
 		}

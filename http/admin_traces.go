@@ -201,7 +201,7 @@ func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) {
 		base := traceOut(&t.Trace)
 		out.Traces[i] = namedTraceJSON{
 			ConsumerGroup: base.ConsumerGroup, CreatedAt: base.CreatedAt, Data: base.Data, EventType: base.EventType,
-			ID: base.ID, MessagePayload: s.openPayload(t.Payload, t.Encrypted), PartitionID: t.PartitionID.String(), PartitionName: t.Partition,
+			ID: base.ID, MessagePayload: s.openPayload(t.Payload, t.Encrypted, t.Queue, t.TransactionID), PartitionID: t.PartitionID.String(), PartitionName: t.Partition,
 			QueueName: shownName(t.Queue), TraceNames: base.TraceNames, TransactionID: t.TransactionID, WorkerID: base.WorkerID,
 		}
 	}

@@ -350,7 +350,7 @@ func (s *Server) popOnce(ctx *fasthttp.RequestCtx, req persistence.PopRequest, w
 	if err == nil {
 		err = rep.Err
 	}
-	s.openMessages(rep.Result.Messages)
+	s.openMessages(req.Queue, rep.Result.Messages)
 	return rep, err
 }
 

@@ -109,7 +109,9 @@ func (s *Server) sealItems(items []*persistence.PushItem) error {
 		if s.PayloadKey == nil {
 			return &encryptionRequired{it.Queue}
 		}
-		env, err := s.PayloadKey.Seal(it.Payload)
+		// it.Queue is the stored name by now and it.TransactionID is set (decode draws one
+		// when the client gives none): the envelope is bound to this message.
+		env, err := s.PayloadKey.Seal(it.Payload, it.Queue, it.TransactionID)
 		if err != nil {
 			return err
 		}
@@ -131,11 +133,13 @@ func writeSealError(ctx *fasthttp.RequestCtx, err error) {
 // openFailures counts payloads that are stored sealed but could not be opened.
 var openFailures atomic.Uint64
 
-// openPayload returns a stored payload in clear when encrypted says it is sealed (the message's
-// is_encrypted flag, not the payload's shape: a client cannot have the broker decrypt an
-// envelope it pushed into a clear queue). One that cannot be opened (no key, another key,
-// damaged) is returned as stored, as the reference does, and logged (sampled).
-func (s *Server) openPayload(p json.RawMessage, encrypted bool) json.RawMessage {
+// openPayload returns the stored payload of the message transactionID of queue (its stored
+// name) in clear when encrypted says it is sealed (the message's is_encrypted flag, not the
+// payload's shape: a client cannot have the broker decrypt an envelope it pushed into a clear
+// queue). One that cannot be opened (no key, another key, damaged, or another message's
+// envelope copied into this row) is returned as stored, as the reference does, and logged
+// (sampled).
+func (s *Server) openPayload(p json.RawMessage, encrypted bool, queue, transactionID string) json.RawMessage {
 	if !encrypted {
 		return p
 	}
@@ -144,7 +148,7 @@ func (s *Server) openPayload(p json.RawMessage, encrypted bool) json.RawMessage 
 		err = errors.New("QUEEN_ENCRYPTION_KEY is not set")
 	} else {
 		var plain json.RawMessage
-		if plain, err = s.PayloadKey.Open(p); err == nil {
+		if plain, err = s.PayloadKey.Open(p, queue, transactionID); err == nil {
 			return plain
 		}
 	}
@@ -154,9 +158,9 @@ func (s *Server) openPayload(p json.RawMessage, encrypted bool) json.RawMessage 
 	return p
 }
 
-// openMessages opens the sealed payloads of popped messages in place.
-func (s *Server) openMessages(msgs []persistence.Message) {
+// openMessages opens the sealed payloads of messages popped from queue (its stored name) in place.
+func (s *Server) openMessages(queue string, msgs []persistence.Message) {
 	for i := range msgs {
-		msgs[i].Payload = s.openPayload(msgs[i].Payload, msgs[i].Encrypted)
+		msgs[i].Payload = s.openPayload(msgs[i].Payload, msgs[i].Encrypted, queue, msgs[i].TransactionID)
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PayloadSealer encrypts a payload into its stored envelope (seal.Key implements it).
+// PayloadSealer encrypts a payload into its stored envelope, bound to the message transactionID
+// of queue (its stored name), so that the envelope opens for that message only (seal.Key
+// implements it).
 type PayloadSealer interface {
-	Seal(payload []byte) (json.RawMessage, error)
+	Seal(payload []byte, queue, transactionID string) (json.RawMessage, error)
 }
 
 // SetSealer gives the store the payload key (QUEEN_ENCRYPTION_KEY). Call it before the store is
@@ -38,7 +40,7 @@ func sealForQueue(sealer PayloadSealer, it *PushItem) (payload json.RawMessage, 
 	if sealer == nil {
 		return nil, EncryptionRequired(it.Queue), nil
 	}
-	env, err := sealer.Seal(it.Payload)
+	env, err := sealer.Seal(it.Payload, it.Queue, it.TransactionID)
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot encrypt a payload for queue %s: %w", it.Queue, err)
 	}

@@ -1,15 +1,24 @@
 // Package seal is payload encryption at rest: AES-256-GCM under the key of QUEEN_ENCRYPTION_KEY,
 // for the queues configured with encryptionEnabled.
 //
-// A sealed payload is stored as the reference broker's JSON envelope
+// A sealed payload is stored in the shape of the reference broker's JSON envelope, with one key
+// added:
 //
-//	{"encrypted":"<base64 ciphertext>","iv":"<base64 nonce>","authTag":"<base64 tag>"}
+//	{"encrypted":"<base64 ciphertext>","iv":"<base64 nonce>","authTag":"<base64 tag>","ctx":1}
 //
-// in standard padded base64, with no additional authenticated data, so that a database written
-// by either broker opens in the other. Seal draws a fresh random 96-bit nonce per payload and
-// stores those 12 bytes. The reference stores a 16-byte IV of which GCM uses the first 12; Open
-// accepts both lengths (and, for 16 bytes, also the whole IV as the GCM nonce, which is what a
-// Node.js writer given a 16-byte IV produces), so data written by the reference still opens.
+// in standard padded base64. "ctx":1 says the envelope is bound to its message: the GCM
+// associated data is the queue's stored name and the message's transactionId (see
+// associatedData), so a ciphertext copied into another message's row, of the same queue or of
+// another one, fails its tag check instead of opening as the original plaintext. The marker
+// only selects how to check the tag: removing it from a bound envelope, or adding it to an
+// unbound one, makes the check fail.
+//
+// An envelope without the marker is opened with no associated data: envelopes written before
+// the binding existed, and those of the reference broker, which binds nothing. Seal draws a
+// fresh random 96-bit nonce per payload and stores those 12 bytes. The reference stores a
+// 16-byte IV of which GCM uses the first 12; Open accepts both lengths (and, for 16 bytes, also
+// the whole IV as the GCM nonce, which is what a Node.js writer given a 16-byte IV produces), so
+// data written by the reference still opens.
 package seal
 
 import (
@@ -18,10 +27,12 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -32,6 +43,10 @@ const (
 	nonceSize    = 12
 	refNonceSize = 16 // the reference broker's stored IV
 	tagSize      = 16
+
+	// boundToMessage is the "ctx" value of an envelope whose associated data is
+	// associatedData(queue, transactionID).
+	boundToMessage = 1
 )
 
 // Key seals and opens payloads. It is safe for concurrent use.
@@ -74,25 +89,39 @@ func NewKey(raw []byte) (*Key, error) {
 	return &Key{gcm: gcm, gcm16: gcm16}, nil
 }
 
-// Seal encrypts a payload (any JSON value) and returns its envelope, itself a JSON object.
-func (k *Key) Seal(payload []byte) (json.RawMessage, error) {
+// Seal encrypts a payload (any JSON value) of the message transactionID of queue (its stored
+// name, tenant included) and returns its envelope, itself a JSON object, bound to both.
+func (k *Key) Seal(payload []byte, queue, transactionID string) (json.RawMessage, error) {
 	var nonce [nonceSize]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, fmt.Errorf("cannot draw a nonce: %w", err)
 	}
-	sealed := k.gcm.Seal(nil, nonce[:], payload, nil)
+	sealed := k.gcm.Seal(nil, nonce[:], payload, associatedData(queue, transactionID))
 	ct, tag := sealed[:len(sealed)-tagSize], sealed[len(sealed)-tagSize:]
 	enc := base64.StdEncoding
 	var b bytes.Buffer
-	b.Grow(enc.EncodedLen(len(ct)) + 80)
+	b.Grow(enc.EncodedLen(len(ct)) + 90)
 	b.WriteString(`{"encrypted":"`)
 	b.WriteString(enc.EncodeToString(ct))
 	b.WriteString(`","iv":"`)
 	b.WriteString(enc.EncodeToString(nonce[:]))
 	b.WriteString(`","authTag":"`)
 	b.WriteString(enc.EncodeToString(tag))
-	b.WriteString(`"}`)
+	b.WriteString(`","ctx":`)
+	b.WriteString(strconv.Itoa(boundToMessage))
+	b.WriteString(`}`)
 	return b.Bytes(), nil
+}
+
+// associatedData encodes the message an envelope is bound to: each field preceded by its length
+// (4 bytes, big-endian), so that no two (queue, transactionID) pairs encode alike ("ab","c" and
+// "a","bc" would under a plain concatenation).
+func associatedData(queue, transactionID string) []byte {
+	ad := make([]byte, 0, 8+len(queue)+len(transactionID))
+	ad = binary.BigEndian.AppendUint32(ad, uint32(len(queue)))
+	ad = append(ad, queue...)
+	ad = binary.BigEndian.AppendUint32(ad, uint32(len(transactionID)))
+	return append(ad, transactionID...)
 }
 
 // envelope is the stored form of a sealed payload.
@@ -100,15 +129,17 @@ type envelope struct {
 	Encrypted *string `json:"encrypted"`
 	IV        *string `json:"iv"`
 	AuthTag   *string `json:"authTag"`
+	Ctx       *int    `json:"ctx"` // boundToMessage, or absent for an unbound envelope
 }
 
 // ErrNotEnvelope is returned by Open for a value that is not a sealed payload.
 var ErrNotEnvelope = errors.New("not an encrypted payload envelope")
 
-// Open decrypts an envelope and returns the original payload. It fails for anything that is not
-// an envelope, for a wrong key or damaged data (the GCM tag does not match), and for a
-// plaintext that is not JSON.
-func (k *Key) Open(stored []byte) (json.RawMessage, error) {
+// Open decrypts the envelope stored for the message transactionID of queue and returns the
+// original payload. It fails for anything that is not an envelope, for a wrong key, damaged data
+// or a bound envelope of another message (the GCM tag does not match), and for a plaintext that
+// is not JSON.
+func (k *Key) Open(stored []byte, queue, transactionID string) (json.RawMessage, error) {
 	var e envelope
 	if err := json.Unmarshal(stored, &e); err != nil || e.Encrypted == nil || e.IV == nil || e.AuthTag == nil {
 		return nil, ErrNotEnvelope
@@ -122,23 +153,30 @@ func (k *Key) Open(stored []byte) (json.RawMessage, error) {
 	if len(tag) != tagSize {
 		return nil, fmt.Errorf("malformed envelope: authTag is %d bytes, want %d", len(tag), tagSize)
 	}
+	var ad []byte // nil: an unbound envelope
+	if e.Ctx != nil {
+		if *e.Ctx != boundToMessage {
+			return nil, fmt.Errorf("malformed envelope: unknown ctx %d", *e.Ctx)
+		}
+		ad = associatedData(queue, transactionID)
+	}
 	sealed := make([]byte, 0, len(ct)+tagSize)
 	sealed = append(append(sealed, ct...), tag...)
 	var plain []byte
 	var err error
 	switch len(iv) {
 	case nonceSize:
-		plain, err = k.gcm.Open(nil, iv, sealed, nil)
+		plain, err = k.gcm.Open(nil, iv, sealed, ad)
 	case refNonceSize:
 		// The reference keeps 16 IV bytes and uses the first 12 as the nonce.
-		if plain, err = k.gcm.Open(nil, iv[:nonceSize], sealed, nil); err != nil {
-			plain, err = k.gcm16.Open(nil, iv, sealed, nil)
+		if plain, err = k.gcm.Open(nil, iv[:nonceSize], sealed, ad); err != nil {
+			plain, err = k.gcm16.Open(nil, iv, sealed, ad)
 		}
 	default:
 		return nil, fmt.Errorf("malformed envelope: iv is %d bytes, want %d or %d", len(iv), nonceSize, refNonceSize)
 	}
 	if err != nil {
-		return nil, errors.New("cannot decrypt: wrong key or damaged data")
+		return nil, errors.New("cannot decrypt: wrong key, damaged data or another message's envelope")
 	}
 	if !json.Valid(plain) {
 		return nil, errors.New("decrypted payload is not JSON")

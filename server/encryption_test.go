@@ -3,13 +3,17 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +55,8 @@ func storedRows(t *testing.T, c *servertest.Client, queue string) []storedRow {
 	return out
 }
 
-// checkSealed fails unless every row is a sealed envelope with a 12-byte nonce and no marker.
+// checkSealed fails unless every row is a sealed envelope with a 12-byte nonce, bound to its
+// message ("ctx":1), and holds none of the plaintext markers.
 func checkSealed(t *testing.T, who string, rows []storedRow, want int, markers ...string) {
 	t.Helper()
 	if len(rows) != want {
@@ -63,12 +68,17 @@ func checkSealed(t *testing.T, who string, rows []storedRow, want int, markers .
 				t.Fatalf("%s: row %d holds the plaintext marker %q: %s", who, i, m, r.Payload)
 			}
 		}
-		var env map[string]string
-		if err := json.Unmarshal([]byte(r.Payload), &env); err != nil || len(env) != 3 || env["encrypted"] == "" || env["authTag"] == "" {
-			t.Fatalf("%s: row %d is not an envelope: %s", who, i, r.Payload)
+		var keys map[string]json.RawMessage
+		var env struct {
+			Encrypted, IV, AuthTag string
+			Ctx                    int
 		}
-		if iv, err := base64.StdEncoding.DecodeString(env["iv"]); err != nil || len(iv) != 12 {
-			t.Fatalf("%s: row %d has iv %q, want 12 bytes", who, i, env["iv"])
+		if json.Unmarshal([]byte(r.Payload), &keys) != nil || json.Unmarshal([]byte(r.Payload), &env) != nil ||
+			len(keys) != 4 || env.Encrypted == "" || env.AuthTag == "" || env.Ctx != 1 {
+			t.Fatalf("%s: row %d is not a bound envelope: %s", who, i, r.Payload)
+		}
+		if iv, err := base64.StdEncoding.DecodeString(env.IV); err != nil || len(iv) != 12 {
+			t.Fatalf("%s: row %d has iv %q, want 12 bytes", who, i, env.IV)
 		}
 		if !r.Encrypted {
 			t.Fatalf("%s: row %d is_encrypted is false", who, i)
@@ -298,5 +308,105 @@ func TestBootLogNamesEncryptedQueuesWithoutKey(t *testing.T) {
 	servertest.StartLogged(t, cs, nil, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if want := "encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: vault-a, vault-b"; !strings.Contains(buf.String(), want) {
 		t.Fatalf("boot log lacks %q:\n%s", want, buf.String())
+	}
+}
+
+// legacyEnvelope seals plain as envelopes were sealed before they were bound to their message
+// (and as the reference broker seals them): no associated data, no marker.
+func legacyEnvelope(t *testing.T, plain string) string {
+	t.Helper()
+	key, err := hex.DecodeString(testEncryptionKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := []byte("legacy-nonce")
+	sealed := gcm.Seal(nil, nonce, []byte(plain), nil)
+	env, err := json.Marshal(map[string]string{
+		"encrypted": base64.StdEncoding.EncodeToString(sealed[:len(sealed)-16]),
+		"iv":        base64.StdEncoding.EncodeToString(nonce),
+		"authTag":   base64.StdEncoding.EncodeToString(sealed[len(sealed)-16:]),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(env)
+}
+
+// An envelope is bound to its queue and its message's transactionId: copied by someone with
+// write access to the database into another message's row, of the same queue or of another
+// encrypted queue, it does not open, and the broker returns it as stored (as for any envelope
+// it cannot open) instead of the other message's plaintext. Envelopes written before the
+// binding existed still open.
+func TestEncryptionBindsEnvelopeToMessage(t *testing.T) {
+	t.Parallel()
+	c := startBroker(t, map[string]string{"QUEEN_ENCRYPTION_KEY": testEncryptionKey})
+	for _, q := range []string{"bound-a", "bound-b"} {
+		c.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
+	}
+	pushWant(t, c, 200, "queued",
+		item{"queue": "bound-a", "payload": map[string]any{"secret": "MARKER-A"}, "transactionId": "msg-a"},
+		item{"queue": "bound-a", "payload": map[string]any{"secret": "MARKER-B"}, "transactionId": "msg-b"},
+		item{"queue": "bound-a", "payload": map[string]any{"secret": "MARKER-E"}, "transactionId": "msg-e"},
+		item{"queue": "bound-b", "payload": map[string]any{"secret": "MARKER-C"}, "transactionId": "msg-c"},
+		item{"queue": "bound-b", "payload": map[string]any{"secret": "MARKER-D"}, "transactionId": "msg-d"})
+
+	setPayload := func(queue, txID, payload string) {
+		t.Helper()
+		tag, err := c.Broker.Store().Pool().Exec(context.Background(), `
+			UPDATE queen.messages m SET payload = $3::jsonb FROM queen.partitions p, queen.queues q
+			WHERE p.id = m.partition_id AND q.id = p.queue_id AND q.name = $1 AND m.transaction_id = $2`, queue, txID, payload)
+		if err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("cannot rewrite %s/%s: %v (%d rows)", queue, txID, err, tag.RowsAffected())
+		}
+	}
+	stolen := storedRows(t, c, "bound-a")[0].Payload // message A's envelope
+	setPayload("bound-a", "msg-b", stolen)
+	setPayload("bound-b", "msg-c", stolen)
+	setPayload("bound-a", "msg-e", legacyEnvelope(t, `{"secret":"MARKER-legacy"}`))
+
+	var stolenEnv map[string]any
+	if err := json.Unmarshal([]byte(stolen), &stolenEnv); err != nil {
+		t.Fatal(err)
+	}
+	// checkMoved fails unless data is the moved envelope exactly as stored.
+	checkMoved := func(who string, data json.RawMessage) {
+		t.Helper()
+		var got map[string]any
+		if err := json.Unmarshal(data, &got); err != nil || !reflect.DeepEqual(got, stolenEnv) {
+			t.Fatalf("%s: data %s, want the moved envelope as stored %s", who, data, stolen)
+		}
+	}
+	p := popWith(t, c, "/api/v1/pop/queue/bound-a", "batch", "10")
+	if len(p.Messages) != 3 {
+		t.Fatalf("pop bound-a: %d messages, want 3", len(p.Messages))
+	}
+	if got := string(p.Messages[0].Data); got != `{"secret":"MARKER-A"}` {
+		t.Fatalf("message A: data %s, want it in clear", got)
+	}
+	checkMoved("A's envelope in message B", p.Messages[1].Data)
+	if got := string(p.Messages[2].Data); got != `{"secret":"MARKER-legacy"}` {
+		t.Fatalf("legacy envelope: data %s, want it in clear", got)
+	}
+	var detail struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	c.JSON("GET", "/api/v1/messages/"+p.Messages[1].PartitionID+"/msg-b", nil, 200, &detail)
+	checkMoved("message detail of B", detail.Payload)
+
+	p = popWith(t, c, "/api/v1/pop/queue/bound-b", "batch", "10")
+	if len(p.Messages) != 2 {
+		t.Fatalf("pop bound-b: %d messages, want 2", len(p.Messages))
+	}
+	checkMoved("A's envelope in another queue's message C", p.Messages[0].Data)
+	if got := string(p.Messages[1].Data); got != `{"secret":"MARKER-D"}` {
+		t.Fatalf("message D: data %s, want it in clear", got)
 	}
 }

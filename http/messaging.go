@@ -466,7 +466,7 @@ func (s *Server) parkByNamespace(ctx *fasthttp.RequestCtx, base persistence.PopR
 			err = rep.Err
 		}
 		if err != nil || len(rep.Result.Messages) > 0 {
-			s.openMessages(rep.Result.Messages)
+			s.openMessages(rep.Queue, rep.Result.Messages)
 			return rep, err
 		}
 	}

@@ -80,10 +80,12 @@ type (
 		result persistence.PopResult
 		err    error
 	}
-	tick      struct{}
-	poke      struct{} // a OneOf another actor held is free again
-	drain     struct{}
-	passivate struct {
+	tick struct{}
+	// queueProbed says whether the queue exists in PostgreSQL.
+	queueProbed bool
+	poke        struct{} // a OneOf another actor held is free again
+	drain       struct{}
+	passivate   struct {
 		queue    string
 		received int
 	}

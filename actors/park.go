@@ -48,10 +48,14 @@ type brokerWide struct {
 }
 
 func newBrokerWide(set *metrics.Set) *brokerWide {
-	return &brokerWide{
+	b := &brokerWide{
 		queries: set.GetOrCreateCounter("queen_pop_queries_total"),
 		refused: set.GetOrCreateCounter("queen_pop_parked_refused_total"),
 	}
+	// The broker's total, whatever queue the pops name: the per-queue gauges cover only
+	// queues that exist.
+	set.GetOrCreateGauge("queen_pop_parked", func() float64 { return float64(b.parked.Load()) })
+	return b
 }
 
 // reservePark counts one more parked pop unless max are parked already.

@@ -79,9 +79,23 @@ type queueActor struct {
 	draining bool
 	// pushes waiting on PostgreSQL, with the timer that spools them if it does not answer
 	pushes map[*PushRequest]*time.Timer
-	parked *metrics.Gauge
-	gauge  string // the parked gauge's full name, to unregister it on passivation
+	parked int // waiters counted as parked
+	// The parked gauge exists only for a queue PostgreSQL has: a pop names any queue it likes,
+	// and a series per made-up name would let clients grow the scrape without bound.
+	gauge     *metrics.Gauge
+	gaugeName string
+	exists    queueExistence
 }
+
+// queueExistence is what the actor knows of its queue in PostgreSQL.
+type queueExistence int
+
+const (
+	existenceUnknown queueExistence = iota
+	existenceProbing
+	existenceNo
+	existenceYes
+)
 
 func (a *queueActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -89,15 +103,6 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		a.pushes = map[*PushRequest]*time.Timer{}
 		a.rechecks = map[recheckKey]*recheck{}
-		// A tenant's queue (tenancy) is labelled with the name its tenant knows and a tenant
-		// label: the stored name never reaches the metrics.
-		tenant, name := persistence.SplitName(a.name)
-		labels := `queue="` + labelValue(name) + `"`
-		if tenant != "" {
-			labels += `,tenant="` + labelValue(tenant) + `"`
-		}
-		a.gauge = `queen_queue_parked_consumers{` + labels + `}`
-		a.parked = a.deps.Metrics.GetOrCreateGauge(a.gauge, nil)
 	case *PushRequest:
 		a.received++
 		a.push(ctx, m)
@@ -123,6 +128,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.popped(ctx, m)
 	case *Wake:
 		a.received++
+		if a.exists == existenceNo {
+			a.exists = existenceUnknown // pushed through another broker: it may exist now
+		}
 		a.wake(ctx, m.Partitions)
 	case tick:
 		a.timer = nil
@@ -141,7 +149,61 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		for _, w := range slices.Clone(a.waiters) {
 			a.answer(w, PopReply{TimedOut: true})
 		}
-		a.deps.Metrics.UnregisterMetric(a.gauge)
+		if a.gauge != nil {
+			a.deps.Metrics.UnregisterMetric(a.gaugeName)
+		}
+	case queueProbed:
+		a.queueKnown(bool(m))
+	}
+}
+
+// queueKnown records whether the queue exists; the parked gauge is registered once it does.
+func (a *queueActor) queueKnown(exists bool) {
+	if !exists {
+		if a.exists != existenceYes { // a probe that raced a push must not undo what it showed
+			a.exists = existenceNo
+		}
+		return
+	}
+	a.exists = existenceYes
+	if a.gauge == nil {
+		// A tenant's queue (tenancy) is labelled with the name its tenant knows and a tenant
+		// label: the stored name never reaches the metrics.
+		tenant, name := persistence.SplitName(a.name)
+		labels := `queue="` + labelValue(name) + `"`
+		if tenant != "" {
+			labels += `,tenant="` + labelValue(tenant) + `"`
+		}
+		a.gaugeName = `queen_queue_parked_consumers{` + labels + `}`
+		a.gauge = a.deps.Metrics.GetOrCreateGauge(a.gaugeName, nil)
+	}
+	a.gauge.Set(float64(a.parked))
+}
+
+// probeQueue asks PostgreSQL, off the actor, whether the queue exists, once pops park on it.
+func (a *queueActor) probeQueue(ctx actor.Context) {
+	if a.parked == 0 || a.exists != existenceUnknown {
+		return
+	}
+	a.exists = existenceProbing
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	store, timeout, name := a.deps.Store, a.deps.QueryTimeout, a.name
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		exists, err := store.QueueExists(c, name)
+		if err != nil {
+			exists = false // asked again at the next park after a wake-up
+		}
+		root.Send(self, queueProbed(exists))
+	}()
+}
+
+// setParked moves the parked count by d and the gauge with it.
+func (a *queueActor) setParked(d int) {
+	a.parked += d
+	if a.gauge != nil {
+		a.gauge.Set(float64(a.parked))
 	}
 }
 
@@ -191,6 +253,9 @@ func (a *queueActor) pushDone(ctx actor.Context, m *pushDone) {
 		// Even when the push was spooled meanwhile, what committed can be consumed now; its
 		// replay will find the transactionIds and store nothing twice.
 		parts := pushedPartitions(m.req, m.results)
+		if len(parts) > 0 {
+			a.queueKnown(true)
+		}
 		a.wake(ctx, parts)
 		if a.deps.OnPushed != nil && len(parts) > 0 {
 			a.deps.OnPushed(a.name, parts)
@@ -251,6 +316,7 @@ func (a *queueActor) pop(ctx actor.Context, m *PopRequest) {
 	case m.Checked:
 		w.key = a.join(m.Pop)
 		a.empty(w, time.Now())
+		a.probeQueue(ctx)
 		a.check(ctx)
 	default:
 		if m.Wait {
@@ -333,6 +399,7 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 		a.answer(w, PopReply{Result: m.result, TimedOut: true})
 	default:
 		a.empty(w, now)
+		a.probeQueue(ctx)
 	}
 	// A full check costs a pass over every waiter: run it only when this answer made a
 	// re-check of the key due (a delivery, or a wake-up that came meanwhile).
@@ -352,13 +419,13 @@ func (a *queueActor) empty(w *waiter, now time.Time) {
 	if w.parked {
 		return
 	}
-	if int(a.parked.Get()) >= a.deps.MaxParkedPerQueue || !a.wide.reservePark(a.deps.MaxParked) {
+	if a.parked >= a.deps.MaxParkedPerQueue || !a.wide.reservePark(a.deps.MaxParked) {
 		a.wide.refused.Inc()
 		a.answer(w, PopReply{TimedOut: true})
 		return
 	}
 	w.parked = true
-	a.parked.Inc()
+	a.setParked(1)
 }
 
 // answer replies to w and forgets it.
@@ -366,7 +433,7 @@ func (a *queueActor) answer(w *waiter, r PopReply) {
 	r.Queue = a.name
 	w.req.Reply <- r
 	if w.parked {
-		a.parked.Dec()
+		a.setParked(-1)
 		a.wide.parked.Add(-1)
 	}
 	if k := w.key; k != nil {

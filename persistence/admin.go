@@ -327,3 +327,13 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) (bool, error) {
 	}
 	return existed, nil
 }
+
+// QueueExists reports whether a queue of that stored name exists.
+func (s *Store) QueueExists(ctx context.Context, name string) (bool, error) {
+	var exists bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen.queues WHERE name = $1)`, name).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("cannot look up queue %q: %w", name, err)
+	}
+	return exists, nil
+}

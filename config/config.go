@@ -25,6 +25,9 @@ type Config struct {
 	BindAddr     string // QUEEN_BIND_ADDR (alias HOST)
 	Port         int    // PORT
 	MaxBodyBytes int    // QUEEN_MAX_BODY_BYTES
+	// MaxConnections (QUEEN_MAX_CONNECTIONS) caps the HTTP connections served at once; the
+	// broker lowers it to what the descriptor limit allows (server/listener.go).
+	MaxConnections int
 	// MetricsBindAddr (QUEEN_METRICS_BIND_ADDR, host:port): when set, /metrics and
 	// /metrics/prometheus are served there and not on the main listener.
 	MetricsBindAddr string
@@ -106,6 +109,8 @@ func Load(getenv func(string) string) (Config, error) {
 		BindAddr:     r.str("0.0.0.0", "QUEEN_BIND_ADDR", "HOST"),
 		Port:         r.intIn(6632, 1, 65535, "PORT"),
 		MaxBodyBytes: r.intIn(64<<20, 1024, 1<<30, "QUEEN_MAX_BODY_BYTES"),
+
+		MaxConnections: r.intIn(10000, 1, 1<<20, "QUEEN_MAX_CONNECTIONS"),
 
 		PGHost:        r.str("", "PG_HOST"),
 		PGPort:        r.intIn(5432, 1, 65535, "PG_PORT"),

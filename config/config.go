@@ -32,6 +32,9 @@ type Config struct {
 	// CORSOrigins (QUEEN_CORS_ALLOWED_ORIGINS) are the origins browsers may call the API from;
 	// empty: no CORS headers, and cross-origin browser requests are refused.
 	CORSOrigins []string
+	// MaxConnections (QUEEN_MAX_CONNECTIONS) caps the HTTP connections served at once; the
+	// broker lowers it to what the descriptor limit allows (server/listener.go).
+	MaxConnections int
 	// MetricsBindAddr (QUEEN_METRICS_BIND_ADDR, host:port): when set, /metrics and
 	// /metrics/prometheus are served there and not on the main listener.
 	MetricsBindAddr string
@@ -119,6 +122,8 @@ func Load(getenv func(string) string) (Config, error) {
 		// 10,000 entries is ten times the largest batch the official clients send; past it a
 		// body holds more items than one fused transaction takes anyway.
 		MaxRequestItems: r.intIn(10000, 1, 1000000, "QUEEN_MAX_ITEMS_PER_REQUEST"),
+
+		MaxConnections: r.intIn(10000, 1, 1<<20, "QUEEN_MAX_CONNECTIONS"),
 
 		PGHost:        r.str("", "PG_HOST"),
 		PGPort:        r.intIn(5432, 1, 65535, "PG_PORT"),

@@ -65,3 +65,20 @@ func TestParkingCaps(t *testing.T) {
 		}
 	}
 }
+
+// QUEEN_MAX_CONNECTIONS is a strict integer of at least 1, 10000 by default.
+func TestMaxConnections(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.MaxConnections != 10000 {
+		t.Fatalf("default: %v %d, want 10000", err, c.MaxConnections)
+	}
+	c, err = Load(env(map[string]string{"QUEEN_MAX_CONNECTIONS": "500"}))
+	if err != nil || c.MaxConnections != 500 {
+		t.Fatalf("500: %v %d", err, c.MaxConnections)
+	}
+	for _, v := range []string{"0", "-1", "10k", "1e4", "2000000"} {
+		if _, err := Load(env(map[string]string{"QUEEN_MAX_CONNECTIONS": v})); err == nil || !strings.Contains(err.Error(), "QUEEN_MAX_CONNECTIONS") {
+			t.Errorf("QUEEN_MAX_CONNECTIONS=%s: want an error naming the variable, got %v", v, err)
+		}
+	}
+}

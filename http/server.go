@@ -89,6 +89,19 @@ func Routes() []RouteInfo {
 // UnknownRouteLevel is the level of a request that matches no route.
 const UnknownRouteLevel = readWrite
 
+// Deadlines of the HTTP connections (docs/operations.md).
+const (
+	// headerTimeout bounds how long a client takes to send its request headers, counted from
+	// the accept on a new connection.
+	headerTimeout = 10 * time.Second
+	// bodyTimeout bounds the reading of a request body, counted from the end of its headers
+	// (a QUEEN_MAX_BODY_BYTES body of 64 MiB needs about 0.5 MB/s).
+	bodyTimeout = 2 * time.Minute
+	// keepAliveTimeout closes a keep-alive connection that has been idle between requests
+	// this long.
+	keepAliveTimeout = time.Minute
+)
+
 // New builds the server and its route table.
 func New(d Deps) *Server {
 	s := &Server{Deps: d}
@@ -109,10 +122,23 @@ func New(d Deps) *Server {
 				r.Handler(ctx)
 			}
 		}),
-		Name:                          "queen",
-		MaxRequestBodySize:            d.Config.MaxBodyBytes,
-		IdleTimeout:                   2 * time.Minute,
-		ReadTimeout:                   2 * time.Minute,
+		Name:               "queen",
+		MaxRequestBodySize: d.Config.MaxBodyBytes,
+		// Over the cap fasthttp answers a new connection 503 and closes it at once, so idle
+		// connections cannot take the descriptors PostgreSQL, the spool and the mesh need
+		// (server/listener.go fits the cap under RLIMIT_NOFILE). The cap is here rather than
+		// in the listener: fasthttp counts the connections it serves exactly, and the client
+		// is told why.
+		Concurrency: d.Config.MaxConnections,
+		// ReadTimeout runs from a new connection's accept, or from the first byte of a
+		// keep-alive connection's next request, to the end of the request headers; then
+		// HeaderReceived gives the body a budget of its own, so a large body on a slow link
+		// is not cut while a client that sends nothing is dropped soon.
+		ReadTimeout: headerTimeout,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: bodyTimeout}
+		},
+		IdleTimeout:                   keepAliveTimeout,
 		DisableHeaderNamesNormalizing: false,
 		ErrorHandler:                  requestError,
 		Logger:                        fasthttpLogger{d.Log},
@@ -212,12 +238,17 @@ func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
 	serveDashboard(ctx)
 }
 
-// requestError answers requests fasthttp could not parse: 413 for an oversized body, a fixed
-// 400 otherwise. fasthttp's error text quotes the raw request, headers included; echoing it
-// would let a client pad its headers and read back what a gateway added (an Authorization).
+// requestError answers requests fasthttp could not parse: 413 for an oversized body, 408 for a
+// request not received in time, a fixed 400 otherwise. fasthttp's error text quotes the raw
+// request, headers included; echoing it would let a client pad its headers and read back what
+// a gateway added (an Authorization).
 func requestError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: "request body exceeds QUEEN_MAX_BODY_BYTES"})
+		return
+	}
+	if isTimeout(err) {
+		writeJSON(ctx, fasthttp.StatusRequestTimeout, errorBody{Error: "request not received in time"})
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: "malformed HTTP request"})

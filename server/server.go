@@ -46,7 +46,7 @@ type Broker struct {
 	actors  *actors.System
 	http    *queenhttp.Server
 	ln      net.Listener
-	served  chan error
+	served  chan error // listener failures (serve)
 	jobs    *jobs
 	pprof   *http.Server // nil unless QUEEN_PPROF_ADDR is set
 	spool   *spool.Spool
@@ -77,7 +77,7 @@ type Options struct {
 
 // Start boots a broker and starts serving HTTP. On error everything already started is stopped.
 func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (_ *Broker, err error) {
-	b := &Broker{cfg: cfg, log: log, served: make(chan error, 1)}
+	b := &Broker{cfg: cfg, log: log, served: make(chan error, 2)} // one per listener: neither blocks
 	defer func() {
 		if err != nil {
 			b.auth.Close()
@@ -89,6 +89,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	if err = cfg.CheckTenancy(); err != nil {
 		return nil, err
 	}
+	// The HTTP server is built with the cap the descriptor limit allows, not the configured one.
+	if cfg.MaxConnections, err = connectionCap(cfg, log); err != nil {
+		return nil, err
+	}
+	b.cfg = cfg
 	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
 	if cfg.JWT.Enabled {
 		if b.auth, err = auth.New(ctx, cfg.JWT, log.With("subsystem", "auth")); err != nil {
@@ -211,18 +216,22 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	if cfg.PprofAddr != "" {
 		b.pprof = startPprof(cfg.PprofAddr, log)
 	}
-	go func() { b.served <- b.http.Serve(b.ln) }()
+	go b.serve("HTTP", b.ln, b.http.Serve)
 	log.Info("http listening", "addr", b.ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes)
 	if b.metricsLn != nil {
-		go func() {
-			if err := b.http.ServeMetrics(b.metricsLn); err != nil {
-				log.Error("metrics listener stopped", "err", err)
-			}
-		}()
+		go b.serve("metrics", b.metricsLn, b.http.ServeMetrics)
 		log.Info("metrics listening on their own address; /metrics and /metrics/prometheus are not served on the HTTP port",
 			"addr", b.metricsLn.Addr().String())
 	}
 	return b, nil
+}
+
+// serve runs one listener until Shutdown, retrying the accept errors that pass. Serve returns
+// an error only when the listener really failed: that is reported on Done, naming the listener.
+func (b *Broker) serve(name string, ln net.Listener, serve func(net.Listener) error) {
+	if err := serve(newRetryListener(ln, name, b.log)); err != nil {
+		b.served <- fmt.Errorf("the %s listener on %s failed: %w", name, ln.Addr(), err)
+	}
 }
 
 // startMesh links this broker to its peers when QUEEN_SYNC_ENABLED and QUEEN_MESH_PEERS say so.
@@ -315,7 +324,7 @@ func (b *Broker) Handler() fasthttp.RequestHandler { return b.http.Handler() }
 // Store exposes the broker's persistence (tests).
 func (b *Broker) Store() *persistence.Store { return b.store }
 
-// Done delivers the HTTP server's exit.
+// Done delivers the failure of a listener (HTTP or metrics): the broker no longer serves it.
 func (b *Broker) Done() <-chan error { return b.served }
 
 // Shutdown stops in the order that loses nothing: answer parked long-polls, stop accepting and

@@ -46,10 +46,12 @@ type crashBroker struct {
 	exited chan error
 }
 
-func startCrashBroker(t *testing.T, bin string, env []string, base string) *crashBroker {
+// startCrashBroker runs argv (the broker binary, or a command that execs it) with env and waits
+// until it answers /health on base.
+func startCrashBroker(t *testing.T, env []string, base string, argv ...string) *crashBroker {
 	t.Helper()
 	b := &crashBroker{stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	b.cmd = exec.Command(bin)
+	b.cmd = exec.Command(argv[0], argv[1:]...)
 	b.cmd.Env = env
 	b.cmd.Stdout = b.stderr
 	b.cmd.Stderr = b.stderr
@@ -145,6 +147,69 @@ func postmasterPIDs(pgdata string) []int {
 	return out
 }
 
+// brokerRig is the broker binary built from this package, a directory of its own (the broker
+// runs its own PostgreSQL under it) and a free loopback port.
+type brokerRig struct {
+	tmp, bin, pgdata, base string
+	port                   int
+	// env is this process's environment without its broker variables, plus the data
+	// directory, the port and the loopback bind address.
+	env []string
+}
+
+// newBrokerRig builds the broker; cleanup stops any PostgreSQL left running and removes the
+// directory.
+func newBrokerRig(t *testing.T, prefix string) *brokerRig {
+	t.Helper()
+	tmp, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// When we are root, PostgreSQL runs as another user, who must be able to enter it.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(tmp, "data")
+	r := &brokerRig{tmp: tmp, bin: filepath.Join(tmp, "queen"), pgdata: filepath.Join(dataDir, "pgdata")}
+	t.Cleanup(func() {
+		// Should the test fail before the broker stopped, stop what PostgreSQL was left
+		// (SIGINT is its fast shutdown), then remove everything.
+		for _, pid := range postmasterPIDs(r.pgdata) {
+			_ = syscall.Kill(pid, syscall.SIGINT)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for len(postmasterPIDs(r.pgdata)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		os.RemoveAll(tmp)
+	})
+
+	build := exec.Command("go", "build", "-o", r.bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	r.port, r.base = freePort(t)
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "PG") || strings.HasPrefix(name, "QUEEN_") || strings.HasPrefix(name, "FILE_BUFFER_") ||
+			name == "PORT" || name == "HOST" || name == "LOG_LEVEL" || name == "JWT_ENABLED" {
+			continue
+		}
+		r.env = append(r.env, kv)
+	}
+	r.env = append(r.env, "QUEEN_DATA_DIR="+dataDir, "PORT="+strconv.Itoa(r.port), "QUEEN_BIND_ADDR=127.0.0.1", "LOG_LEVEL=info")
+	return r
+}
+
+// freePort is a loopback port nothing listens on, and its base URL.
+func freePort(t *testing.T) (int, string) {
+	t.Helper()
+	addr := closedPort(t)
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return port, "http://" + addr
+}
+
 // TestCrashSpoolSurvivesSIGKILL runs the broker binary with its own PostgreSQL, turns push
 // maintenance on and kills the broker with SIGKILL while pushes are being spooled. A torn record
 // is then appended to the spool's active segment, as a write cut short by the crash would leave
@@ -155,57 +220,13 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the crash test builds the broker and runs PostgreSQL")
 	}
-	tmp, err := os.MkdirTemp("/tmp", "queen-crash-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// When we are root, PostgreSQL runs as another user, who must be able to enter it.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(tmp, "data")
-	spoolDir := filepath.Join(tmp, "spool")
-	pgdata := filepath.Join(dataDir, "pgdata")
-	t.Cleanup(func() {
-		// Should the test fail before its SIGTERM, stop what PostgreSQL was left (SIGINT is
-		// its fast shutdown), then remove everything.
-		for _, pid := range postmasterPIDs(pgdata) {
-			_ = syscall.Kill(pid, syscall.SIGINT)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for len(postmasterPIDs(pgdata)) > 0 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		os.RemoveAll(tmp)
-	})
-
-	bin := filepath.Join(tmp, "queen")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "PG") || strings.HasPrefix(name, "QUEEN_") || strings.HasPrefix(name, "FILE_BUFFER_") ||
-			name == "PORT" || name == "HOST" || name == "LOG_LEVEL" || name == "JWT_ENABLED" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "QUEEN_DATA_DIR="+dataDir, "PORT="+strconv.Itoa(port), "QUEEN_BIND_ADDR=127.0.0.1",
-		"FILE_BUFFER_DIR="+spoolDir, "FILE_BUFFER_FLUSH_MS=20", "FILE_BUFFER_MAX_BATCH=20", "LOG_LEVEL=info", "QUEEN_SERVER_ID=crash-test")
+	r := newBrokerRig(t, "queen-crash-")
+	spoolDir := filepath.Join(r.tmp, "spool")
+	env := append(slices.Clip(r.env), "FILE_BUFFER_DIR="+spoolDir, "FILE_BUFFER_FLUSH_MS=20", "FILE_BUFFER_MAX_BATCH=20", "QUEEN_SERVER_ID=crash-test")
+	base, pgdata := r.base, r.pgdata
 
 	hc := &http.Client{Timeout: 30 * time.Second}
-	first := startCrashBroker(t, bin, env, base)
+	first := startCrashBroker(t, env, base, r.bin)
 	crashJSON(t, hc, "POST", base+"/api/v1/system/maintenance", map[string]any{"enabled": true}, 200, nil)
 
 	// Push in a loop until the broker dies; remember what was answered buffered.
@@ -308,7 +329,7 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 	}
 	t.Logf("killed with %d items answered buffered (%d items sent); appended %d torn bytes to %s", len(answered), len(sent), len(torn), filepath.Base(seg))
 
-	second := startCrashBroker(t, bin, env, base)
+	second := startCrashBroker(t, env, base, r.bin)
 	if len(leftover) > 0 && !strings.Contains(second.stderr.String(), "stopping the postgresql server left running by a previous process") {
 		t.Errorf("the restarted broker did not say it took over the PostgreSQL server left running; its log:\n%s", second.stderr.String())
 	}
@@ -370,7 +391,7 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 	<-second.exited
 	t.Logf("killed the broker again during the drain, after it had stored %d of the %d spooled records", stored, m.BufferedMessages)
 
-	third := startCrashBroker(t, bin, env, base)
+	third := startCrashBroker(t, env, base, r.bin)
 	if strings.Contains(third.stderr.String(), "dropped a torn or corrupt segment tail") {
 		t.Errorf("the torn tail was cut off at the first restart, yet the second restart found one:\n%s", third.stderr.String())
 	}

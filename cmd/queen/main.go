@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -47,13 +48,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// A failed listener stops the broker with a non-zero exit, so a supervisor restarts it
+	// instead of taking the stop for a requested one.
+	var failed error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "reason", "signal")
-	case err := <-b.Done():
-		log.Error("http server stopped", "err", err)
+	case failed = <-b.Done():
+		log.Error("shutting down: a listener failed", "err", failed)
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return b.Shutdown(shutdownCtx)
+	return errors.Join(failed, b.Shutdown(shutdownCtx))
 }

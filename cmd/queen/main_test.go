@@ -59,10 +59,7 @@ func bootFails(t *testing.T, want string, env ...string) string {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("exit: %v, want exit code 1; output:\n%s", err, out.String())
 	}
-	last := strings.TrimSpace(out.String())
-	if i := strings.LastIndex(last, "\n"); i >= 0 {
-		last = last[i+1:]
-	}
+	last := lastLine(out.String())
 	if !strings.HasPrefix(last, "queen: ") || !strings.Contains(last, want) {
 		t.Fatalf("last line %q, want \"queen: ...\" naming %s", last, want)
 	}
@@ -111,6 +108,15 @@ func TestJWTBootRefusesMisconfiguration(t *testing.T) {
 			bootFails(t, tc.want, append([]string{"JWT_ENABLED=true"}, tc.env...)...)
 		})
 	}
+}
+
+// lastLine is the last non-empty line of a process's output.
+func lastLine(out string) string {
+	last := strings.TrimSpace(out)
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	return last
 }
 
 // closedPort is a loopback address nothing listens on.

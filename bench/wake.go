@@ -55,6 +55,11 @@ func RunWake(ctx context.Context, t *Target, cfg WakeConfig) (*Result, error) {
 	g := newGroupLog("", parts, cfg.Size)
 	p := newProducer(0, pushC, queue, parts, cfg.Size, led, &errs)
 	popConn, metricsConn := popC.conn(), popC.conn()
+	// Create the queue first: a broker keeps parked-pop gauges only for queues that exist, and
+	// the samples wait on the gauge.
+	if _, err := pushC.conn().do("POST", "/api/v1/configure", []byte(`{"queue":"`+queue+`"}`)); err != nil {
+		return nil, fmt.Errorf("cannot create queue %s: %w", queue, err)
+	}
 	path := popParams{queue: queue, batch: 1, wait: true, timeout: 30 * time.Second, autoAck: true}.path()
 
 	// The window spans the samples; its duration only bounds a broker that never answers.

@@ -237,6 +237,8 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 		s.EncryptedQueues.Set(q.Name, q.Options.EncryptionEnabled)
 	}
 	s.Control.AnnounceQueueChange(q.Name, false)
+	// Pops parked before the queue existed re-check it, and its parked gauge appears.
+	s.Actors.Wake(q.Name, nil)
 	o := q.Options
 	writeJSON(ctx, fasthttp.StatusOK, configureJSON{
 		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: shownName(q.Name),

@@ -390,11 +390,13 @@ func (c *control) MessageAvailable(queue, partition string) {
 }
 
 // QueueConfigChanged re-reads which queues are encrypted (the only queue setting cached here;
-// the rest is read from PostgreSQL on every pop).
-func (c *control) QueueConfigChanged(string) {
+// the rest is read from PostgreSQL on every pop), and lets pops parked before the queue
+// existed re-check it.
+func (c *control) QueueConfigChanged(queue string) {
 	if c.encrypted != nil {
 		c.encrypted.Kick()
 	}
+	c.actors.Wake(queue, nil)
 }
 
 // AnnounceQueueChange implements http.Control: a queue was configured or deleted here.

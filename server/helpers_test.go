@@ -63,6 +63,15 @@ type ackResult struct {
 	TransactionID string  `json:"transactionId"`
 }
 
+// createQueue configures queues with their defaults: a broker keeps parked-pop gauges only for
+// queues that exist, and tests wait on those gauges.
+func createQueue(t testing.TB, c *servertest.Client, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		c.JSON("POST", "/api/v1/configure", map[string]any{"queue": name}, 200, nil)
+	}
+}
+
 type item map[string]any
 
 func push(t testing.TB, c *servertest.Client, items ...item) []pushResult {

@@ -59,15 +59,12 @@ func TestParkedPopIsWokenByPush(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, nil)
 	const timeout = 20 * time.Second
+	createQueue(t, c, "lp") // with its Default partition
 	start := time.Now()
 	done := popAsync(t, c, "/api/v1/pop/queue/lp/partition/Default?wait=true&batch=5&timeout="+strconv.Itoa(int(timeout.Milliseconds())))
-	// Configure the queue's partition first so the specific-partition pop parks rather than
-	// failing on an unknown partition; a push creates it.
 	waitFor(t, "the pop to park", func() bool {
 		select {
 		case r := <-done:
-			// The partition did not exist yet: partition_not_found also parks, so we only get
-			// here if the broker answered early, which is a failure.
 			t.Fatalf("pop answered before any push: %+v", r.resp)
 		default:
 		}
@@ -107,6 +104,7 @@ func TestLongPollOnEmptyQueueAnswersAtTimeout(t *testing.T) {
 func TestDisconnectedLongPollDoesNotTakeMessages(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, nil)
+	createQueue(t, c, "gone")
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.Base+"/api/v1/pop/queue/gone?wait=true&timeout=30000", nil)
 	errc := make(chan error, 1)
@@ -133,6 +131,7 @@ func TestDisconnectedLongPollDoesNotTakeMessages(t *testing.T) {
 func TestShutdownAnswersParkedPops(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, nil)
+	createQueue(t, c, "bye")
 	done := popAsync(t, c, "/api/v1/pop/queue/bye?wait=true&timeout=60000")
 	waitFor(t, "the pop to park", func() bool { return parked(t, c, "bye") == 1 })
 	start := time.Now()

@@ -372,6 +372,7 @@ func TestMaintenancePopPausesConsumers(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, nil)
 	const queue, idle = "popmaint", "popmaint-idle"
+	createQueue(t, c, queue, idle)
 
 	const timeout = 30 * time.Second
 	type outcome struct {

@@ -179,6 +179,11 @@ func TestThreeBrokerMesh(t *testing.T) {
 	// 1. A pop parked on B is answered by a push through A.
 	const queue = "meshq"
 	const popTimeout = 30 * time.Second
+	for _, q := range []string{queue, "meshidle"} {
+		if status, body := b.Do("POST", "/api/v1/configure", map[string]any{"queue": q}); status != 200 {
+			t.Fatalf("configure %s: %d %s", q, status, body)
+		}
+	}
 	done := asyncPop(b, "/api/v1/pop/queue/"+queue+"?wait=true&batch=10&timeout="+strconv.Itoa(int(popTimeout.Milliseconds())))
 	waitUntil(t, 10*time.Second, "the pop to park on B", func() bool {
 		select {

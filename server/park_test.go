@@ -39,6 +39,7 @@ func TestParkedPopsShareOneRecheck(t *testing.T) {
 	c := startBroker(t, nil)
 	const waiters = 2000
 	path := "/api/v1/pop/queue/crowd?consumerGroup=workers&wait=true&timeout=60000"
+	createQueue(t, c, "crowd")
 	results := make([]<-chan popOutcome, waiters)
 	for i := range results {
 		results[i] = popAsync(t, c, path)
@@ -99,6 +100,7 @@ func TestParkedPopCapPerQueue(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, map[string]string{"QUEEN_MAX_PARKED_PER_QUEUE": "10"})
 	path := "/api/v1/pop/queue/capped?wait=true&timeout=60000"
+	createQueue(t, c, "capped")
 	for range 10 {
 		popAsync(t, c, path)
 	}
@@ -120,6 +122,7 @@ func TestParkedPopCapPerQueue(t *testing.T) {
 func TestParkedPopCapPerBroker(t *testing.T) {
 	t.Parallel()
 	c := startBroker(t, map[string]string{"QUEEN_MAX_PARKED": "2"})
+	createQueue(t, c, "first", "second", "third")
 	popAsync(t, c, "/api/v1/pop/queue/first?wait=true&timeout=60000")
 	popAsync(t, c, "/api/v1/pop/queue/second?wait=true&timeout=60000")
 	waitFor(t, "two pops to park", func() bool { return parked(t, c, "first") == 1 && parked(t, c, "second") == 1 })

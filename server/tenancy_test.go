@@ -152,6 +152,9 @@ func TestTenancySeparatesSameNamedQueues(t *testing.T) {
 	}
 
 	// Parked pops are counted per tenant, labelled with the name the tenant knows.
+	for _, tc := range tenants {
+		createQueue(t, tc, "parked")
+	}
 	var wg sync.WaitGroup
 	got := map[string]popResponse{}
 	var mu sync.Mutex

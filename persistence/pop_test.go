@@ -10,9 +10,9 @@ import (
 	"queen/persistence"
 )
 
-// A pop delivers up to its batch of messages from the group's cursor, in sequence order, and
-// leases the partition up to the last one delivered; autoAck moves the cursor instead.
-func TestPopBatchFromCursor(t *testing.T) {
+// A pop delivers up to its batch of messages in sequence order and leases the partition up to
+// the last one delivered; autoAck moves the cursor instead. Groups read independently.
+func TestPopBatch(t *testing.T) {
 	cases := []struct {
 		name      string
 		group     string
@@ -97,6 +97,54 @@ func TestPopLeaseBlocksOnlyItsGroup(t *testing.T) {
 				t.Errorf("second pop: %q %v, want %q %v", res.Outcome, got, tc.wantOutcome, tc.want)
 			}
 			e.checkConsumer(pid, "g", lease, consumerRow{LeaseID: lease, LeaseEnd: 2})
+		})
+	}
+}
+
+// A pop that found the partition free but has to wait for the consumer row (another pop is
+// claiming it) does not take over the lease that the other pop took meanwhile: the claim
+// rechecks the lease on the row it locks.
+func TestPopClaimRechecksTheLease(t *testing.T) {
+	for _, tc := range []struct{ partition, wantOutcome string }{
+		{"p", persistence.PopLeaseHeld},
+		{"", persistence.PopNoPartition},
+	} {
+		t.Run("partition "+tc.partition, func(t *testing.T) {
+			e := newStoreEnv(t)
+			pid := e.push(items("q", "p", "1", "a", "b")...)[0].PartitionID
+			// Consume a, so the group has a row without a lease for both pops to fight over.
+			e.pop(persistence.PopRequest{Queue: "q", Batch: 1, AutoAck: true})
+			other, err := e.pool.Begin(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Rollback(e.ctx)
+			if _, err := other.Exec(e.ctx, `SELECT 1 FROM queen.partition_consumers WHERE partition_id = $1 FOR UPDATE`, pid); err != nil {
+				t.Fatal(err)
+			}
+			type popped struct {
+				res persistence.PopResult
+				err error
+			}
+			done := make(chan popped, 1)
+			go func() {
+				res, err := e.s.Pop(e.ctx, persistence.PopRequest{Queue: "q", Partition: tc.partition, Group: persistence.QueueMode,
+					Batch: 10, Partitions: 1, LeaseID: uuid.New()})
+				done <- popped{res, err}
+			}()
+			e.awaitLockWait(func() bool { return len(done) > 0 })
+			if _, err := other.Exec(e.ctx, `UPDATE queen.partition_consumers SET lease_id = $2,
+				lease_expires_at = now() + interval '1 hour', lease_end_seq = 2 WHERE partition_id = $1`, pid, strangerLease); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := <-done
+			if got.err != nil || got.res.Outcome != tc.wantOutcome || len(got.res.Messages) != 0 {
+				t.Errorf("pop racing the claim: %+v, %v; want %q and nothing", got.res, got.err, tc.wantOutcome)
+			}
+			e.checkConsumer(pid, persistence.QueueMode, "", consumerRow{Cursor: 1, LeaseID: strangerLease, LeaseEnd: 2, Consumed: 1, Batches: 1})
 		})
 	}
 }

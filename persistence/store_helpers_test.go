@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -110,6 +111,25 @@ func (e *storeEnv) expireLease(partition uuid.UUID, group string) {
 	e.t.Helper()
 	e.exec(`UPDATE queen.partition_consumers SET lease_expires_at = now() - interval '1 second'
 		WHERE partition_id = $1 AND consumer_group = $2 AND lease_id IS NOT NULL`, partition, group)
+}
+
+// awaitLockWait returns once a session of the test's database waits for a lock, and fails the
+// test if finished reports true first (the statement expected to block did not).
+func (e *storeEnv) awaitLockWait(finished func() bool) {
+	e.t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for e.count(`SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+		if finished() {
+			e.t.Fatal("the statement expected to wait for a lock finished without waiting")
+		}
+		select {
+		case <-tick.C:
+		case <-e.ctx.Done():
+			e.t.Fatal("no session waited for a lock")
+		}
+	}
 }
 
 // storedMessage is a row of queen.messages.

@@ -125,9 +125,10 @@ type popCandidate struct {
 func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) error {
 	var c popCandidate
 	var windowActive, leased bool
+	// last_message_at is NULL on a partition that never received a message (configure's Default).
 	rows, br, err := p.first(ctx, `
 		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL,
-		       q.window_buffer > 0 AND p.last_message_at > now() - make_interval(secs => q.window_buffer),
+		       COALESCE(q.window_buffer > 0 AND p.last_message_at > now() - make_interval(secs => q.window_buffer), false),
 		       COALESCE(pc.lease_expires_at > now(), false)
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = $2

@@ -1,0 +1,221 @@
+package persistence_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"queen/persistence"
+)
+
+// Push numbers each partition's messages in call order, and answers a transactionId already
+// stored in the same partition (by an earlier call or earlier in the same call) as a duplicate
+// carrying the original message's id, without storing it again.
+func TestPushSequenceAndDuplicates(t *testing.T) {
+	type call []persistence.PushItem
+	cases := []struct {
+		name  string
+		calls []call
+		// want lists, per call, the status of each item, and per partition the transactionIds
+		// stored, in sequence order.
+		want   [][]string
+		stored map[string][]string
+	}{
+		{
+			name:   "one call numbers in call order",
+			calls:  []call{items("q", "p", "1", "c", "a", "b")},
+			want:   [][]string{{"queued", "queued", "queued"}},
+			stored: map[string][]string{"p": {"c", "a", "b"}},
+		},
+		{
+			name:   "a later call appends after the head",
+			calls:  []call{items("q", "p", "1", "a", "b"), items("q", "p", "2", "c")},
+			want:   [][]string{{"queued", "queued"}, {"queued"}},
+			stored: map[string][]string{"p": {"a", "b", "c"}},
+		},
+		{
+			name: "partitions interleaved in one call",
+			calls: []call{slices.Concat(items("q", "p1", "1", "a"), items("q", "p2", "1", "b"),
+				items("q", "p1", "1", "c"), items("q", "p2", "1", "d"))},
+			want:   [][]string{{"queued", "queued", "queued", "queued"}},
+			stored: map[string][]string{"p1": {"a", "c"}, "p2": {"b", "d"}},
+		},
+		{
+			name:   "duplicate of an earlier call",
+			calls:  []call{items("q", "p", "1", "a"), items("q", "p", "2", "b", "a")},
+			want:   [][]string{{"queued"}, {"queued", "duplicate"}},
+			stored: map[string][]string{"p": {"a", "b"}},
+		},
+		{
+			name:   "duplicate within one call",
+			calls:  []call{items("q", "p", "1", "a", "a", "b", "a")},
+			want:   [][]string{{"queued", "duplicate", "queued", "duplicate"}},
+			stored: map[string][]string{"p": {"a", "b"}},
+		},
+		{
+			name:   "only duplicates",
+			calls:  []call{items("q", "p", "1", "a"), items("q", "p", "2", "a", "a")},
+			want:   [][]string{{"queued"}, {"duplicate", "duplicate"}},
+			stored: map[string][]string{"p": {"a"}},
+		},
+		{
+			name:   "same transactionId in another partition",
+			calls:  []call{items("q", "p1", "1", "a"), slices.Concat(items("q", "p2", "2", "a"), items("q", "p1", "2", "a"))},
+			want:   [][]string{{"queued"}, {"queued", "duplicate"}},
+			stored: map[string][]string{"p1": {"a"}, "p2": {"a"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newStoreEnv(t)
+			// The first id and call each (partition, transactionId) was queued with.
+			type key struct {
+				partition uuid.UUID
+				tx        string
+			}
+			type origin struct {
+				id   uuid.UUID
+				call string
+			}
+			first := map[key]origin{}
+			parts := map[string]uuid.UUID{}
+			for c, items := range tc.calls {
+				res := e.push(items...)
+				for i, r := range res {
+					it := items[i]
+					if r.Status != tc.want[c][i] {
+						t.Errorf("call %d item %d (%s/%s): status %q, want %q", c+1, i, it.Partition, it.TransactionID, r.Status, tc.want[c][i])
+					}
+					if pid, ok := parts[it.Partition]; ok && pid != r.PartitionID {
+						t.Errorf("partition %s answered as %s and %s", it.Partition, pid, r.PartitionID)
+					}
+					parts[it.Partition] = r.PartitionID
+					k := key{r.PartitionID, it.TransactionID}
+					if o, ok := first[k]; !ok {
+						first[k] = origin{r.MessageID, fmt.Sprint(c + 1)}
+					} else if r.MessageID != o.id {
+						t.Errorf("call %d item %d: duplicate answers id %s, want the original %s", c+1, i, r.MessageID, o.id)
+					}
+				}
+			}
+			for name, want := range tc.stored {
+				pid := parts[name]
+				got := e.stored(pid)
+				var gotTx []string
+				for i, m := range got {
+					gotTx = append(gotTx, m.TxID)
+					o := first[key{pid, m.TxID}]
+					if m.Seq != int64(i+1) || m.ID != o.id {
+						t.Errorf("partition %s row %d: seq %d id %s, want seq %d id %s", name, i, m.Seq, m.ID, i+1, o.id)
+					}
+					// The original payload stays: a duplicate never overwrites it.
+					if !jsonEqual(m.Payload, string(payloadOf(m.TxID, o.call))) {
+						t.Errorf("partition %s %s: payload %s, want the one of call %s", name, m.TxID, m.Payload, o.call)
+					}
+				}
+				if !slices.Equal(gotTx, want) {
+					t.Errorf("partition %s stores %v, want %v", name, gotTx, want)
+				}
+				if head := e.count(`SELECT last_seq FROM queen.partitions WHERE id = $1`, pid); head != len(want) {
+					t.Errorf("partition %s: last_seq %d, want %d", name, head, len(want))
+				}
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b string) bool {
+	var va, vb any
+	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// The first push to a queue creates it, with namespace and task taken from its name, and its
+// partition; later pushes reuse both.
+func TestPushCreatesQueueAndPartition(t *testing.T) {
+	e := newStoreEnv(t)
+	first := e.push(items("billing.invoices.eu", "north", "1", "a")...)
+	second := e.push(items("billing.invoices.eu", "north", "2", "b")...)
+	if first[0].PartitionID != second[0].PartitionID {
+		t.Errorf("second push answered partition %s, the first %s", second[0].PartitionID, first[0].PartitionID)
+	}
+	type queueRow struct {
+		Namespace, Task, Partition string
+		Head                       int64
+		HasLastMessage             bool
+	}
+	got := collect[queueRow](e, `SELECT q.namespace, q.task, p.name, p.last_seq, p.last_message_at IS NOT NULL
+		FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+		WHERE q.name = 'billing.invoices.eu' AND p.id = $1`, first[0].PartitionID)
+	want := []queueRow{{"billing", "invoices", "north", 2, true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("queue and partition rows %+v, want %+v", got, want)
+	}
+	if n := e.count(`SELECT count(*) FROM queen.partitions`); n != 1 {
+		t.Errorf("%d partitions, want 1", n)
+	}
+}
+
+// sealer marks a payload as sealed; enough to tell a sealed payload from a clear one.
+type sealer struct{}
+
+func (sealer) Seal(p []byte) (json.RawMessage, error) {
+	return json.Marshal(map[string]string{"sealed": string(p)})
+}
+
+// A queue flagged encryption_enabled never stores a clear payload: without a sealer the item
+// fails (and only that item), with one it is sealed; an item the caller sealed already passes.
+func TestPushToEncryptedQueue(t *testing.T) {
+	clear := json.RawMessage(`{"card":"4111"}`)
+	sealed, _ := sealer{}.Seal(clear)
+	cases := []struct {
+		name       string
+		sealer     persistence.PayloadSealer
+		preSealed  bool
+		wantStatus string
+		wantError  string
+		wantStored string // "" when nothing is stored
+	}{
+		{"no sealer refuses", nil, false, persistence.StatusFailed, persistence.EncryptionRequired("vault"), ""},
+		{"no sealer takes a sealed item", nil, true, persistence.StatusQueued, "", string(sealed)},
+		{"sealer seals", sealer{}, false, persistence.StatusQueued, "", string(sealed)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newStoreEnv(t)
+			e.encryptQueue("vault")
+			e.s.SetSealer(tc.sealer)
+			it := persistence.PushItem{Queue: "vault", Partition: "p", TransactionID: "secret", Payload: clear, Encrypted: tc.preSealed}
+			if tc.preSealed {
+				it.Payload = sealed
+			}
+			// A clear queue in the same call is not affected.
+			res := e.push(it, items("open", "p", "1", "plain")[0])
+			if r := res[0]; r.Status != tc.wantStatus || r.Error != tc.wantError {
+				t.Errorf("encrypted item: %+v, want status %q error %q", r, tc.wantStatus, tc.wantError)
+			}
+			if r := res[1]; r.Status != persistence.StatusQueued {
+				t.Errorf("clear item fused with it: %+v", r)
+			}
+			type row struct {
+				Payload   string
+				Encrypted bool
+			}
+			got := collect[row](e, `SELECT m.payload::text, m.is_encrypted FROM queen.messages m
+				JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+				WHERE q.name = 'vault'`)
+			switch {
+			case tc.wantStored == "" && len(got) != 0:
+				t.Errorf("stored %+v, want nothing", got)
+			case tc.wantStored != "" && (len(got) != 1 || !got[0].Encrypted || !jsonEqual(got[0].Payload, tc.wantStored)):
+				t.Errorf("stored %+v, want %s flagged encrypted", got, tc.wantStored)
+			}
+		})
+	}
+}

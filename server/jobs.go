@@ -15,13 +15,22 @@ import (
 type jobs struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	runs   chan<- jobRun // nil outside tests
+}
+
+// jobRun is what a test learns of each completed or failed run (Options.jobRuns), instead of
+// reading the log to know a job ran.
+type jobRun struct {
+	job     string // "retention" or "eviction"
+	deleted int64  // messages and partitions removed
+	err     error
 }
 
 // startJobs starts the loop. Each job first runs one interval after start; an interval of 0
-// disables that job.
-func startJobs(store *persistence.Store, cfg config.Config, log *slog.Logger) *jobs {
+// disables that job. runs, when not nil, receives every run that was not skipped.
+func startJobs(store *persistence.Store, cfg config.Config, log *slog.Logger, runs chan<- jobRun) *jobs {
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &jobs{cancel: cancel, done: make(chan struct{})}
+	j := &jobs{cancel: cancel, done: make(chan struct{}), runs: runs}
 	log.Info("background jobs started", "retention_interval", cfg.RetentionInterval, "eviction_interval", cfg.EvictionInterval)
 	go j.loop(ctx, store, cfg, log)
 	return j
@@ -56,9 +65,11 @@ func (j *jobs) loop(ctx context.Context, store *persistence.Store, cfg config.Co
 			})
 			counts := []any{"expired_messages", rep.Expired, "completed_messages", rep.Completed,
 				"partitions", rep.Partitions, "duration", time.Since(start)}
-			if ok(ctx, log, "retention", err, counts) && rep.Expired+rep.Completed+rep.Partitions > 0 {
+			deleted := rep.Expired + rep.Completed + rep.Partitions
+			if ok(ctx, log, "retention", err, counts) && deleted > 0 {
 				log.Info("retention deleted", counts...)
 			}
+			j.signal(ctx, "retention", deleted, err)
 		case <-eviction.C:
 			start := time.Now()
 			n, err := store.RunEviction(ctx, cfg.EvictionBatchSize)
@@ -66,7 +77,19 @@ func (j *jobs) loop(ctx context.Context, store *persistence.Store, cfg config.Co
 			if ok(ctx, log, "eviction", err, counts) && n > 0 {
 				log.Info("eviction deleted", counts...)
 			}
+			j.signal(ctx, "eviction", int64(n), err)
 		}
+	}
+}
+
+// signal hands a run to the test that asked for them; skipped runs and shutdown are not runs.
+func (j *jobs) signal(ctx context.Context, job string, deleted int64, err error) {
+	if j.runs == nil || errors.Is(err, persistence.ErrCleanupBusy) || ctx.Err() != nil {
+		return
+	}
+	select {
+	case j.runs <- jobRun{job: job, deleted: deleted, err: err}:
+	case <-ctx.Done():
 	}
 }
 

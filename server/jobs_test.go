@@ -47,6 +47,18 @@ func jobsExec(t *testing.T, pool *pgxpool.Pool, sql string) {
 	}
 }
 
+// nextRun waits for the next job run the loop signals.
+func nextRun(t *testing.T, runs <-chan jobRun) jobRun {
+	t.Helper()
+	select {
+	case r := <-runs:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no job ran within 10 s")
+		return jobRun{}
+	}
+}
+
 // stopWithin stops the loop and fails when that takes longer than d.
 func stopWithin(t *testing.T, j *jobs, d time.Duration) {
 	t.Helper()
@@ -75,25 +87,27 @@ func TestJobsRunRetentionAndEviction(t *testing.T) {
 	jobsExec(t, pool, `UPDATE queen.messages SET created_at = now() - interval '1 hour'`)
 
 	logs, log := newJobsLog()
+	runs := make(chan jobRun, 16)
 	j := startJobs(store, config.Config{
 		RetentionInterval: 20 * time.Millisecond, RetentionBatchSize: 10,
 		EvictionInterval: 30 * time.Millisecond, EvictionBatchSize: 10,
-	}, log)
+	}, log, runs)
 	defer j.stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var left int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM queen.messages`).Scan(&left); err != nil {
-			t.Fatal(err)
+	// Each job's first run deletes what it owns; the runs after it find nothing.
+	deleted := map[string]int64{}
+	for deleted["retention"] < 2 || deleted["eviction"] < 1 {
+		r := nextRun(t, runs)
+		if r.err != nil {
+			t.Fatalf("%s failed: %v", r.job, r.err)
 		}
-		out := logs.String()
-		if left == 0 && strings.Contains(out, "eviction deleted") && strings.Contains(out, "retention deleted") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages left after 10 s; log:\n%s", left, out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		deleted[r.job] += r.deleted
+	}
+	var left int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM queen.messages`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 || deleted["retention"] != 2 || deleted["eviction"] != 1 {
+		t.Fatalf("%d messages left, deleted %v", left, deleted)
 	}
 	stopWithin(t, j, 5*time.Second)
 
@@ -125,16 +139,18 @@ func TestJobsWarnOnError(t *testing.T) {
 	}
 	pool.Close() // every statement now fails
 	logs, log := newJobsLog()
+	runs := make(chan jobRun, 16)
 	j := startJobs(persistence.NewStore(pool), config.Config{
 		RetentionInterval: 10 * time.Millisecond, EvictionInterval: 10 * time.Millisecond,
-	}, log)
+	}, log, runs)
 	defer j.stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(logs.String(), `msg="retention failed"`) < 2 || !strings.Contains(logs.String(), `msg="eviction failed"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no repeated warnings after 10 s; log:\n%s", logs.String())
+	failed := map[string]int{}
+	for failed["retention"] < 2 || failed["eviction"] < 1 {
+		r := nextRun(t, runs)
+		if r.err == nil {
+			t.Fatalf("%s succeeded on a closed pool", r.job)
 		}
-		time.Sleep(10 * time.Millisecond)
+		failed[r.job]++
 	}
 	stopWithin(t, j, 5*time.Second)
 	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "err=") {
@@ -146,7 +162,7 @@ func TestJobsWarnOnError(t *testing.T) {
 func TestJobsStopPromptly(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	logs, log := newJobsLog()
-	j := startJobs(persistence.NewStore(pool), config.Config{RetentionInterval: time.Hour}, log)
+	j := startJobs(persistence.NewStore(pool), config.Config{RetentionInterval: time.Hour}, log, nil)
 	stopWithin(t, j, time.Second)
 	j.stop() // a second stop returns at once
 	if out := logs.String(); strings.Count(out, "\n") != 1 {
@@ -166,8 +182,9 @@ func TestJobsStartAndStopWithBroker(t *testing.T) {
 	}
 	cfg.BindAddr, cfg.Port = "127.0.0.1", 0
 	cfg.SpoolDir = t.TempDir()
-	logs, log := newJobsLog()
-	b, err := Start(context.Background(), cfg, log, Options{ConnString: pgtest.NewDatabase(t)})
+	_, log := newJobsLog()
+	runs := make(chan jobRun, 16)
+	b, err := Start(context.Background(), cfg, log, Options{ConnString: pgtest.NewDatabase(t), jobRuns: runs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +195,10 @@ func TestJobsStartAndStopWithBroker(t *testing.T) {
 	}
 	jobsExec(t, b.Store().Pool(), `UPDATE queen.queues SET max_wait_time_seconds = 1`)
 	jobsExec(t, b.Store().Pool(), `UPDATE queen.messages SET created_at = now() - interval '1 minute'`)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), `msg="eviction deleted" messages=1`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no eviction after 10 s; log:\n%s", logs.String())
+	for r := nextRun(t, runs); r.job != "eviction" || r.deleted != 1; r = nextRun(t, runs) {
+		if r.err != nil {
+			t.Fatalf("%s failed: %v", r.job, r.err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -73,6 +73,8 @@ type Options struct {
 	// MeshListener overrides the mesh listener (tests bind every broker's first, so each
 	// knows its peers' addresses).
 	MeshListener net.Listener
+	// jobRuns receives every retention and eviction run (tests in this package).
+	jobRuns chan<- jobRun
 }
 
 // Start boots a broker and starts serving HTTP. On error everything already started is stopped.
@@ -211,7 +213,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		b.pool.Close()
 		return nil, err
 	}
-	b.jobs = startJobs(b.store, cfg, log)
+	b.jobs = startJobs(b.store, cfg, log, opts.jobRuns)
 	ctl.start()
 	if cfg.PprofAddr != "" {
 		b.pprof = startPprof(cfg.PprofAddr, log)

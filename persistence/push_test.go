@@ -165,7 +165,7 @@ func TestPushCreatesQueueAndPartition(t *testing.T) {
 // sealer marks a payload as sealed; enough to tell a sealed payload from a clear one.
 type sealer struct{}
 
-func (sealer) Seal(p []byte) (json.RawMessage, error) {
+func (sealer) Seal(p []byte, _, _ string) (json.RawMessage, error) {
 	return json.Marshal(map[string]string{"sealed": string(p)})
 }
 
@@ -173,7 +173,7 @@ func (sealer) Seal(p []byte) (json.RawMessage, error) {
 // fails (and only that item), with one it is sealed; an item the caller sealed already passes.
 func TestPushToEncryptedQueue(t *testing.T) {
 	clear := json.RawMessage(`{"card":"4111"}`)
-	sealed, _ := sealer{}.Seal(clear)
+	sealed, _ := sealer{}.Seal(clear, "vault", "secret")
 	cases := []struct {
 		name       string
 		sealer     persistence.PayloadSealer

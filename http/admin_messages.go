@@ -56,8 +56,8 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 		Queue:          shownName(m.Queue),
 		QueuePath:      shownName(m.Queue) + "/" + m.Partition,
 		QueuePriority:  m.QueuePriority,
-		QueueStatus:    m.Status,
-		Status:         m.Status,
+		QueueStatus:    string(m.Status),
+		Status:         string(m.Status),
 		Task:           m.Task,
 		TraceID:        uuidText(m.TraceID),
 		TransactionID:  m.TransactionID,
@@ -69,7 +69,8 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 func messageFilter(args *fasthttp.Args) (persistence.MessageFilter, error) {
 	f := persistence.MessageFilter{
 		Queue: string(args.Peek("queue")), Partition: string(args.Peek("partition")),
-		Namespace: string(args.Peek("ns")), Task: string(args.Peek("task")), Status: string(args.Peek("status")),
+		Namespace: string(args.Peek("ns")), Task: string(args.Peek("task")),
+		Status: persistence.MessageStatus(args.Peek("status")),
 	}
 	switch f.Status {
 	case "", persistence.MessagePending, persistence.MessageProcessing, persistence.MessageCompleted, persistence.MessageDeadLetter:

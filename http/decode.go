@@ -335,15 +335,14 @@ func decodeAck(raw *ackJSON, prefix, group string) (persistence.AckItem, error) 
 	if a.PartitionID, err = uuid.Parse(pid); err != nil {
 		return a, badf(prefix + "partitionId must be a UUID")
 	}
-	status, err := stringField(raw.Status, prefix+"status", persistence.AckCompleted)
+	status, err := stringField(raw.Status, prefix+"status", string(persistence.AckCompleted))
 	if err != nil {
 		return a, err
 	}
-	switch status {
-	case "completed", "success":
+	switch a.Status = persistence.AckStatus(status); a.Status {
+	case persistence.AckCompleted, persistence.AckFailed, persistence.AckDLQ, persistence.AckRetry:
+	case "success": // the reference's synonym of completed
 		a.Status = persistence.AckCompleted
-	case persistence.AckFailed, persistence.AckDLQ, persistence.AckRetry:
-		a.Status = status
 	default:
 		return a, badf(prefix + "status must be one of completed, success, failed, retry, dlq")
 	}

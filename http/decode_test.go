@@ -327,7 +327,11 @@ func TestDecodeAck(t *testing.T) {
 	}
 
 	ack := func(extra string) string { return `{"transactionId":"t","partitionId":"` + uuidA + `"` + extra + `}` }
-	for _, c := range []struct{ extra, status, group string }{
+	for _, c := range []struct {
+		extra  string
+		status persistence.AckStatus
+		group  string
+	}{
 		{``, "completed", "__QUEUE_MODE__"},
 		{`,"status":null,"consumerGroup":null`, "completed", "__QUEUE_MODE__"},
 		{`,"status":"success","consumerGroup":""`, "completed", "__QUEUE_MODE__"},

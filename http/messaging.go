@@ -130,7 +130,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 	for i, it := range items {
 		out[i] = pushResultJSON{Index: i, QueueName: it.Queue, TransactionID: it.TransactionID}
 		if it.BadTrace != "" {
-			out[i].Status, out[i].Error = "failed", it.BadTrace
+			out[i].Status, out[i].Error = string(persistence.StatusFailed), it.BadTrace
 			continue
 		}
 		sl := byQueue[it.Queue]
@@ -175,7 +175,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 		}
 		for k, r := range rep.Results {
 			i := sl.idx[k]
-			out[i].Status = r.Status
+			out[i].Status = string(r.Status)
 			if r.Status == persistence.StatusFailed {
 				out[i].Error = r.Error
 				continue
@@ -365,7 +365,7 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 	}
 	switch res.Outcome {
 	case persistence.PopNoPartition, persistence.PopPartitionNotFound, persistence.PopLeaseHeld:
-		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: res.Outcome, Messages: []popMessageJSON{}})
+		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(res.Outcome), Messages: []popMessageJSON{}})
 		return
 	case persistence.PopWindowBufferActive:
 		empty := ""
@@ -427,7 +427,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if len(rep.Result.Messages) == 0 {
-		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: persistence.PopNoPartition, Messages: []popMessageJSON{}})
+		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(persistence.PopNoPartition), Messages: []popMessageJSON{}})
 		return
 	}
 	base.Queue = shownName(rep.Queue)
@@ -632,7 +632,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			it := ops[i].Push[j]
 			out.Results = append(out.Results, txResultJSON{
 				Index: len(out.Results), MessageID: p.MessageID.String(), PartitionID: p.PartitionID.String(),
-				QueueName: shownName(it.Queue), Status: p.Status, Success: p.Status != persistence.StatusFailed,
+				QueueName: shownName(it.Queue), Status: string(p.Status), Success: p.Status != persistence.StatusFailed,
 				TransactionID: it.TransactionID, Type: "push",
 			})
 		}

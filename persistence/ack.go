@@ -10,12 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// AckStatus is what a consumer says of a message it acknowledges.
+type AckStatus string
+
 // Ack statuses, after the HTTP layer has mapped "success" to AckCompleted.
 const (
-	AckCompleted = "completed"
-	AckFailed    = "failed"
-	AckDLQ       = "dlq"
-	AckRetry     = "retry"
+	AckCompleted AckStatus = "completed"
+	AckFailed    AckStatus = "failed" // redeliver, or dead-letter once the retries are spent
+	AckDLQ       AckStatus = "dlq"    // dead-letter at once
+	AckRetry     AckStatus = "retry"  // redeliver without spending a retry
 )
 
 // Ack error texts, as the reference sends them.
@@ -30,7 +33,7 @@ type AckItem struct {
 	TransactionID string
 	Group         string
 	LeaseID       string // the lease in force on (partition, group); "" when none is
-	Status        string
+	Status        AckStatus
 	Error         string
 	// Scope is the caller's tenant scope (ScopePrefix): a message on a queue outside it is not
 	// found, exactly as one that does not exist. Fused batches mix tenants, so each item carries

@@ -11,7 +11,7 @@ import (
 // ackStep acknowledges message seq (1..3) of the test partition.
 type ackStep struct {
 	seq    int
-	status string
+	status persistence.AckStatus
 	err    string // the failure text sent with a failed ack
 	lease  string // ownLease, "" (none) or a literal lease id
 	tx     string // overrides the message's transactionId

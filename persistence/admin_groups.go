@@ -10,11 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Consumer group states of the group list.
+// GroupState is how a consumer group of the group list is doing.
+type GroupState string
+
+// Consumer group states.
 const (
-	GroupLagging = "Lagging" // the oldest unconsumed message is older than LaggingAfter
-	GroupStable  = "Stable"  // consumed something
-	GroupDead    = "Dead"    // never consumed anything
+	GroupLagging GroupState = "Lagging" // the oldest unconsumed message is older than LaggingAfter
+	GroupStable  GroupState = "Stable"  // consumed something
+	GroupDead    GroupState = "Dead"    // never consumed anything
 )
 
 // LaggingAfter is the time lag past which a group is Lagging.
@@ -35,7 +38,7 @@ type ConsumerGroupSummary struct {
 }
 
 // State is Lagging, Stable or Dead.
-func (g ConsumerGroupSummary) State() string {
+func (g ConsumerGroupSummary) State() GroupState {
 	switch {
 	case g.MaxTimeLag > LaggingAfter:
 		return GroupLagging

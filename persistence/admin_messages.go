@@ -13,12 +13,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Derived message statuses of the message browser.
+// MessageStatus is where a message of the message browser stands, derived from the cursors,
+// leases and dead letters of its partition (messageState).
+type MessageStatus string
+
+// Message statuses.
 const (
-	MessagePending    = "pending"
-	MessageProcessing = "processing"
-	MessageCompleted  = "completed"
-	MessageDeadLetter = "dead_letter"
+	MessagePending    MessageStatus = "pending"
+	MessageProcessing MessageStatus = "processing"
+	MessageCompleted  MessageStatus = "completed"
+	MessageDeadLetter MessageStatus = "dead_letter"
 )
 
 // messageState joins, for every message m, its partition p, queue q, the __QUEUE_MODE__ cursor
@@ -77,7 +81,7 @@ type MessageInfo struct {
 	ProducerSub    pgtype.Text
 	QueuePriority  int
 	CreatedAt      time.Time
-	Status         string
+	Status         MessageStatus
 	LeaseExpiresAt pgtype.Timestamptz
 	BusGroups      int64 // named consumer groups with a cursor on the partition
 	ConsumedBy     int64 // how many of them consumed the message
@@ -114,9 +118,9 @@ type MessageFilter struct {
 	Partition string
 	Namespace string
 	Task      string
-	Status    string
-	From      *time.Time // created_at, inclusive; nil: an hour ago (database clock)
-	To        *time.Time // created_at, inclusive; nil: no upper bound
+	Status    MessageStatus // "" matches any
+	From      *time.Time    // created_at, inclusive; nil: an hour ago (database clock)
+	To        *time.Time    // created_at, inclusive; nil: no upper bound
 	Limit     int
 	Offset    int
 }

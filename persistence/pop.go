@@ -27,13 +27,16 @@ type PopRequest struct {
 	SubscribeNow  bool // start at "now" (subscriptionMode=new or subscriptionFrom=now)
 }
 
+// PopOutcome says why a pop delivered nothing; PopOK when it claimed partitions.
+type PopOutcome string
+
 // Pop outcomes other than success, as the clients read them from the body.
 const (
-	PopOK                 = ""
-	PopNoPartition        = "no_available_partition"
-	PopPartitionNotFound  = "partition_not_found"
-	PopLeaseHeld          = "lease_held"
-	PopWindowBufferActive = "window_buffer_active"
+	PopOK                 PopOutcome = ""
+	PopNoPartition        PopOutcome = "no_available_partition"
+	PopPartitionNotFound  PopOutcome = "partition_not_found"
+	PopLeaseHeld          PopOutcome = "lease_held"
+	PopWindowBufferActive PopOutcome = "window_buffer_active"
 )
 
 // Partition names one claimed partition.
@@ -57,7 +60,7 @@ type Message struct {
 
 // PopResult is what one pop claimed and read.
 type PopResult struct {
-	Outcome    string
+	Outcome    PopOutcome
 	Partitions []Partition // claimed partitions, in claim order
 	Messages   []Message
 }

@@ -23,15 +23,19 @@ type PushItem struct {
 	Encrypted     bool
 }
 
+// PushStatus is what became of one pushed item.
+type PushStatus string
+
 // Push statuses.
 const (
-	StatusQueued    = "queued"
-	StatusDuplicate = "duplicate"
+	StatusQueued    PushStatus = "queued"
+	StatusDuplicate PushStatus = "duplicate" // the transactionId is stored already
+	StatusFailed    PushStatus = "failed"    // not stored; PushResult.Error says why
 )
 
 // PushResult is the outcome of one PushItem. A duplicate carries the original message's id.
 type PushResult struct {
-	Status      string
+	Status      PushStatus
 	MessageID   uuid.UUID
 	PartitionID uuid.UUID
 	Error       string // why a StatusFailed item was not stored

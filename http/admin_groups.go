@@ -40,7 +40,7 @@ func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
 		out[i] = consumerGroupJSON{
 			MaxTimeLag: g.MaxTimeLag, Members: g.Members, Name: g.Name, PartitionsWithLag: g.PartitionsWithLag,
 			QueueName: shownName(g.Queue), State: string(g.State()), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
-			SubscriptionMode: textPtr(g.SubscriptionMode), SubscriptionTimestamp: msTimePtr(g.SubscriptionTimestamp),
+			SubscriptionMode: g.SubscriptionMode, SubscriptionTimestamp: msTimePtr(g.SubscriptionTimestamp),
 			Topics: []string{shownName(g.Queue)}, TotalLag: g.TotalLag,
 		}
 	}

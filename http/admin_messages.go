@@ -52,7 +52,7 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 		Namespace:      m.Namespace,
 		Partition:      m.Partition,
 		PartitionID:    m.PartitionID.String(),
-		ProducerSub:    textPtr(m.ProducerSub),
+		ProducerSub:    orNull(m.ProducerSub),
 		Queue:          shownName(m.Queue),
 		QueuePath:      shownName(m.Queue) + "/" + m.Partition,
 		QueuePriority:  m.QueuePriority,
@@ -182,7 +182,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 	out := messageDetailJSON{
 		ConsumerGroups: make([]groupPositionJSON, len(m.Groups)),
 		CreatedAt:      info.CreatedAt,
-		ErrorMessage:   textPtr(m.ErrorMessage),
+		ErrorMessage:   m.ErrorMessage,
 		ID:             info.ID,
 		IsEncrypted:    m.Encrypted,
 		LeaseExpiresAt: info.LeaseExpiresAt,
@@ -204,9 +204,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 		TraceID:       info.TraceID,
 		TransactionID: info.TransactionID,
 	}
-	if m.RetryCount.Valid {
-		out.RetryCount = &m.RetryCount.Int32
-	}
+	out.RetryCount = m.RetryCount
 	for i, g := range m.Groups {
 		out.ConsumerGroups[i] = groupPositionJSON{Consumed: g.Consumed, LeaseExpiresAt: msTimePtr(g.LeaseExpiresAt), Name: g.Name}
 	}
@@ -312,9 +310,9 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 	}
 	for i, e := range entries {
 		out.Messages[i] = dlqEntryJSON{
-			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted, e.Queue, e.TransactionID), ErrorMessage: textPtr(e.Error),
+			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted, e.Queue, e.TransactionID), ErrorMessage: e.Error,
 			FailedAt: msTime(e.FailedAt), ID: e.MessageID.String(), Partition: e.Partition, PartitionID: e.PartitionID.String(),
-			ProducerSub: textPtr(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
+			ProducerSub: orNull(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)

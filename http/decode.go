@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"queen/persistence"
 )
@@ -168,7 +167,7 @@ func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
 		if perr != nil {
 			it.BadTrace = "traceId must be a UUID"
 		} else {
-			it.TraceID = pgtype.UUID{Bytes: id, Valid: true}
+			it.TraceID = uuid.NullUUID{UUID: id, Valid: true}
 		}
 	}
 	payload := raw.Payload

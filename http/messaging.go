@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/valyala/fasthttp"
 
 	"queen/actors"
@@ -29,19 +28,20 @@ func await[T any](ch <-chan T, d time.Duration) (T, error) {
 	}
 }
 
-func uuidText(u pgtype.UUID) *string {
+func uuidText(u uuid.NullUUID) *string {
 	if !u.Valid {
 		return nil
 	}
-	s := uuid.UUID(u.Bytes).String()
+	s := u.UUID.String()
 	return &s
 }
 
-func textPtr(t pgtype.Text) *string {
-	if !t.Valid {
+// orNull is s, or nil (JSON null) for "", which persistence uses for an absent producer sub.
+func orNull(s string) *string {
+	if s == "" {
 		return nil
 	}
-	return &t.String
+	return &s
 }
 
 // pushResultJSON is one entry of the push answer, in the reference's mixed snake/camel case.
@@ -543,10 +543,10 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
 	out := ackResultJSON{
 		DLQ: r.DLQ, Index: i, LeaseReleased: r.LeaseReleased, Success: r.Success, TransactionID: txID,
-		PartitionName: textPtr(r.PartitionName), QueueName: textPtr(r.QueueName),
+		PartitionName: orNull(r.PartitionName),
 	}
-	if out.QueueName != nil {
-		q := shownName(*out.QueueName)
+	if r.QueueName != "" {
+		q := shownName(r.QueueName)
 		out.QueueName = &q
 	}
 	if r.Error != "" {

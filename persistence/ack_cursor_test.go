@@ -167,7 +167,7 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			res := e.ack(acks...)
 			for i, r := range res {
 				// Every item names a message of partition p, found or not.
-				if r.QueueName.String != "q" || r.PartitionName.String != "p" {
+				if r.QueueName != "q" || r.PartitionName != "p" {
 					t.Errorf("ack %d names %v/%v", i, r.QueueName, r.PartitionName)
 				}
 				if unnamed(r) != tc.want[i] {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // GroupState is how a consumer group of the group list is doing.
@@ -32,9 +31,9 @@ type ConsumerGroupSummary struct {
 	TotalLag              int64 // messages after the cursors (sum of last_seq - cursor_seq)
 	MaxTimeLag            int64 // seconds since the oldest unconsumed message was stored
 	Consumed              bool
-	SubscriptionMode      pgtype.Text
-	SubscriptionTimestamp pgtype.Timestamptz
-	SubscriptionCreatedAt pgtype.Timestamptz
+	SubscriptionMode      *string // nil without a recorded subscription
+	SubscriptionTimestamp *time.Time
+	SubscriptionCreatedAt *time.Time
 }
 
 // State is Lagging, Stable or Dead.
@@ -103,9 +102,9 @@ func (s *Store) ListConsumerGroups(ctx context.Context, scope string) ([]Consume
 type GroupPartition struct {
 	Queue          string
 	Partition      string
-	WorkerID       pgtype.UUID // the lease id of the last claim
+	WorkerID       uuid.NullUUID // the lease id of the last claim
 	LeaseActive    bool
-	LastConsumedAt pgtype.Timestamptz
+	LastConsumedAt *time.Time
 	TotalConsumed  int64
 	OffsetLag      int64
 	TimeLagSeconds int64
@@ -264,9 +263,9 @@ func (s *Store) SeekQueue(ctx context.Context, group, queue string, to *time.Tim
 
 // SeekPartition moves a group's cursor on one partition to its newest message, creating the
 // cursor if missing, and releases the lease. It returns when the message now at the cursor was
-// created (invalid when the partition is empty); found is false when the partition does not
+// created (nil when the partition is empty); found is false when the partition does not
 // exist.
-func (s *Store) SeekPartition(ctx context.Context, group, queue, partition string) (movedTo pgtype.Timestamptz, found bool, err error) {
+func (s *Store) SeekPartition(ctx context.Context, group, queue, partition string) (movedTo *time.Time, found bool, err error) {
 	err = s.pool.QueryRow(ctx, `
 		WITH target AS (
 			SELECT p.id, p.last_seq FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
@@ -290,11 +289,11 @@ func (s *Store) SeekPartition(ctx context.Context, group, queue, partition strin
 type LaggingPartition struct {
 	Group, Queue, Partition string
 	PartitionID             uuid.UUID
-	LeaseID                 pgtype.UUID
+	LeaseID                 uuid.NullUUID
 	OffsetLag               int64
 	TimeLagSeconds          int64
 	OldestUnconsumedAt      time.Time
-	LastConsumedAt          pgtype.Timestamptz
+	LastConsumedAt          *time.Time
 }
 
 // LaggingPartitions lists the (group, partition) pairs whose oldest unconsumed message is at

@@ -50,10 +50,10 @@ type Message struct {
 	Seq           int64
 	ID            uuid.UUID
 	TransactionID string
-	TraceID       pgtype.UUID
+	TraceID       uuid.NullUUID
 	Payload       json.RawMessage
 	CreatedAt     time.Time
-	ProducerSub   pgtype.Text
+	ProducerSub   string // "" when none (see PushItem)
 	Encrypted     bool
 	Partition     Partition
 }
@@ -258,12 +258,18 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	part := Partition{ID: c.id, Name: c.name}
 	start := len(res.Messages)
 	claimed, cut := false, false
+	// Nullable columns scan into pgtype values: scanning into uuid.NullUUID or a *string would
+	// cost an allocation per message.
+	var (
+		seq     pgtype.Int8
+		trace   pgtype.UUID
+		sub     pgtype.Text
+		visible pgtype.Bool
+	)
 	for rows.Next() {
 		claimed = true
 		var m Message
-		var seq pgtype.Int8
-		var visible pgtype.Bool
-		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &m.TraceID, &m.Payload, &m.CreatedAt, &m.ProducerSub, &m.Encrypted, &visible); err != nil {
+		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &trace, &m.Payload, &m.CreatedAt, &sub, &m.Encrypted, &visible); err != nil {
 			rows.Close()
 			return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
 		}
@@ -274,6 +280,8 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 			continue
 		}
 		m.Seq = seq.Int64
+		m.TraceID = uuid.NullUUID{UUID: trace.Bytes, Valid: trace.Valid}
+		m.ProducerSub = sub.String
 		m.Partition = part
 		res.Messages = append(res.Messages, m)
 	}

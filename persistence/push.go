@@ -17,10 +17,12 @@ type PushItem struct {
 	Queue         string
 	Partition     string
 	TransactionID string
-	TraceID       pgtype.UUID
+	TraceID       uuid.NullUUID
 	Payload       json.RawMessage
-	ProducerSub   pgtype.Text
-	Encrypted     bool
+	// ProducerSub is the sub claim of the pushing token, "" when there is none (an empty sub is
+	// no sub); it is stored as NULL then.
+	ProducerSub string
+	Encrypted   bool
 }
 
 // PushStatus is what became of one pushed item.
@@ -195,7 +197,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		colSeq     []int64    // through uuid.UUID's driver.Valuer and a string per element
 		colID      [][16]byte
 		colTx      []string
-		colTrace   []pgtype.UUID
+		colTrace   []pgtype.UUID // pgtype, not uuid.NullUUID: encoded natively, not through a string
 		colPayload []json.RawMessage
 		colEnc     []bool
 		colSub     []pgtype.Text
@@ -235,10 +237,10 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		colSeq = append(colSeq, head[pid])
 		colID = append(colID, id)
 		colTx = append(colTx, it.TransactionID)
-		colTrace = append(colTrace, it.TraceID)
+		colTrace = append(colTrace, pgtype.UUID{Bytes: it.TraceID.UUID, Valid: it.TraceID.Valid})
 		colPayload = append(colPayload, payload)
 		colEnc = append(colEnc, encrypted)
-		colSub = append(colSub, it.ProducerSub)
+		colSub = append(colSub, pgtype.Text{String: it.ProducerSub, Valid: it.ProducerSub != ""})
 	}
 	b = &pgx.Batch{}
 	if len(colID) == 0 {

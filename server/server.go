@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/valyala/fasthttp"
 
 	"queen/actors"
@@ -39,7 +38,6 @@ type Broker struct {
 	cfg     config.Config
 	log     *slog.Logger
 	localPG *localpg.Cluster
-	pool    *pgxpool.Pool
 	store   *persistence.Store
 	push    *persistence.PushLanes
 	ack     *persistence.Batcher[persistence.AckJob]
@@ -107,7 +105,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 			return nil, err
 		}
 	}
-	b.pool, err = persistence.OpenPool(ctx, connString, persistence.PoolOptions{
+	b.store, err = persistence.Open(ctx, connString, persistence.PoolOptions{
 		MaxConns: cfg.DBPoolSize, ConnectTimeout: cfg.DBConnTimeout, StatementTimeout: cfg.DBStmtTimeout,
 		TLS: b.pgTLSConf,
 	})
@@ -116,15 +114,16 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	if b.pgTLSConf != nil {
 		if err = b.checkPGTLS(ctx); err != nil {
+			b.store.Close()
 			return nil, err
 		}
 	}
-	if err = persistence.Migrate(ctx, b.pool, log); err != nil {
+	if err = b.store.Migrate(ctx, log); err != nil {
+		b.store.Close()
 		return nil, err
 	}
-	b.store = persistence.NewStore(b.pool)
 	if err = b.startEncryption(ctx); err != nil {
-		b.pool.Close()
+		b.store.Close()
 		return nil, err
 	}
 	log.Info("database ready", "pool_size", cfg.DBPoolSize)
@@ -208,7 +207,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		b.actors.Stop()
 		b.push.Close()
 		b.ack.Close()
-		b.pool.Close()
+		b.store.Close()
 		return nil, err
 	}
 	b.jobs = startJobs(b.store, cfg, log)
@@ -353,7 +352,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	if cerr := b.spool.Close(); cerr != nil {
 		b.log.Error("cannot close the spool", "err", cerr)
 	}
-	b.pool.Close()
+	b.store.Close()
 	b.stopDatabase()
 	b.auth.Close()
 	b.log.Info("broker stopped")
@@ -361,9 +360,6 @@ func (b *Broker) shutdown(ctx context.Context) error {
 }
 
 func (b *Broker) stopDatabase() {
-	if b.pool != nil && b.store == nil {
-		b.pool.Close()
-	}
 	if b.localPG != nil {
 		if err := b.localPG.Stop(); err != nil {
 			b.log.Error("cannot stop the local PostgreSQL", "err", err)

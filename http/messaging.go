@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"queen/actors"
+	"queen/fusion"
 	"queen/persistence"
 )
 
@@ -524,7 +525,7 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 		err error
 	}
 	ch := make(chan reply, 1)
-	s.Ack.Submit(persistence.AckJob{Items: items, Done: func(r []persistence.AckResult, err error) { ch <- reply{r, err} }})
+	s.Ack.Submit(fusion.Job[persistence.AckItem, persistence.AckResult]{Items: items, Done: func(r []persistence.AckResult, err error) { ch <- reply{r, err} }})
 	rep, err := await(ch, s.Config.RequestDeadline)
 	if err == nil {
 		err = rep.err

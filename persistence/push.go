@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 
 	"github.com/google/uuid"
@@ -54,6 +55,17 @@ func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error
 		return err
 	})
 	return out, err
+}
+
+// PushLaneKey keys a push item by its queue and partition, for the push lanes (fusion.Lanes):
+// a push holds its partitions' row locks until it commits, so pushes to one partition could
+// only commit one after the other anyway; in one lane they are fused instead.
+func PushLaneKey(it PushItem) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(it.Queue))
+	h.Write([]byte{0})
+	h.Write([]byte(it.Partition))
+	return h.Sum32()
 }
 
 // batchSender is a pgx.Tx, or a connection whose transaction the batches open and close.

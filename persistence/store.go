@@ -1,5 +1,6 @@
 // Package persistence holds every SQL statement of the broker: the connection pool, the
-// migration runner, the fused push and ack batchers, pop, transactions and the admin reads.
+// migration runner, push and ack (which package fusion fuses), pop, transactions and the admin
+// reads.
 package persistence
 
 import (

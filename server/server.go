@@ -22,6 +22,7 @@ import (
 	"queen/actors"
 	"queen/auth"
 	"queen/config"
+	"queen/fusion"
 	queenhttp "queen/http"
 	"queen/mesh"
 	"queen/persistence"
@@ -39,8 +40,8 @@ type Broker struct {
 	log     *slog.Logger
 	localPG *localpg.Cluster
 	store   *persistence.Store
-	push    *persistence.PushLanes
-	ack     *persistence.Batcher[persistence.AckJob]
+	push    *fusion.Lanes[persistence.PushItem, persistence.PushResult]
+	ack     *fusion.Batcher[fusion.Job[persistence.AckItem, persistence.AckResult]]
 	actors  *actors.System
 	http    *queenhttp.Server
 	ln      net.Listener
@@ -140,9 +141,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
 
-	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes}
-	b.push = b.store.NewPushLanes(fusion)
-	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight})
+	b.push = fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes},
+		b.store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
+	b.ack = fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight},
+		b.store.Ack, persistence.IsUnavailable)
 	set := metrics.NewSet()
 	ctl := b.control
 	b.actors = actors.Start(&actors.Deps{

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
+	"queen/fusion"
 	"queen/persistence"
 	"queen/spool"
 )
@@ -38,7 +39,7 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 // Deps is what queue actors need from the rest of the broker.
 type Deps struct {
 	Store       *persistence.Store
-	Push        *persistence.PushLanes
+	Push        *fusion.Lanes[persistence.PushItem, persistence.PushResult]
 	Spool       *spool.Spool
 	SpoolAfter  time.Duration // a push that waits this long on PostgreSQL is spooled instead
 	Maintenance *Maintenance
@@ -222,7 +223,7 @@ func (a *queueActor) push(ctx actor.Context, m *PushRequest) {
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	submitted := a.deps.Push.TrySubmit(persistence.PushJob{
+	submitted := a.deps.Push.TrySubmit(fusion.Job[persistence.PushItem, persistence.PushResult]{
 		Items: m.Items,
 		Done: func(res []persistence.PushResult, err error) {
 			root.Send(self, &pushDone{req: m, results: res, err: err})

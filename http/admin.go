@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/valyala/fasthttp"
 
 	"queen/persistence"
@@ -22,11 +21,11 @@ const adminTimeFormat = "2006-01-02T15:04:05.000Z"
 
 func msTime(t time.Time) string { return t.UTC().Format(adminTimeFormat) }
 
-func msTimePtr(t pgtype.Timestamptz) *string {
-	if !t.Valid {
+func msTimePtr(t *time.Time) *string {
+	if t == nil {
 		return nil
 	}
-	s := msTime(t.Time)
+	s := msTime(*t)
 	return &s
 }
 

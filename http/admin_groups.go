@@ -39,8 +39,8 @@ func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
 	for i, g := range groups {
 		out[i] = consumerGroupJSON{
 			MaxTimeLag: g.MaxTimeLag, Members: g.Members, Name: g.Name, PartitionsWithLag: g.PartitionsWithLag,
-			QueueName: shownName(g.Queue), State: g.State(), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
-			SubscriptionMode: textPtr(g.SubscriptionMode), SubscriptionTimestamp: msTimePtr(g.SubscriptionTimestamp),
+			QueueName: shownName(g.Queue), State: string(g.State()), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
+			SubscriptionMode: g.SubscriptionMode, SubscriptionTimestamp: msTimePtr(g.SubscriptionTimestamp),
 			Topics: []string{shownName(g.Queue)}, TotalLag: g.TotalLag,
 		}
 	}

@@ -52,12 +52,12 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 		Namespace:      m.Namespace,
 		Partition:      m.Partition,
 		PartitionID:    m.PartitionID.String(),
-		ProducerSub:    textPtr(m.ProducerSub),
+		ProducerSub:    orNull(m.ProducerSub),
 		Queue:          shownName(m.Queue),
 		QueuePath:      shownName(m.Queue) + "/" + m.Partition,
 		QueuePriority:  m.QueuePriority,
-		QueueStatus:    m.Status,
-		Status:         m.Status,
+		QueueStatus:    string(m.Status),
+		Status:         string(m.Status),
 		Task:           m.Task,
 		TraceID:        uuidText(m.TraceID),
 		TransactionID:  m.TransactionID,
@@ -69,7 +69,8 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 func messageFilter(args *fasthttp.Args) (persistence.MessageFilter, error) {
 	f := persistence.MessageFilter{
 		Queue: string(args.Peek("queue")), Partition: string(args.Peek("partition")),
-		Namespace: string(args.Peek("ns")), Task: string(args.Peek("task")), Status: string(args.Peek("status")),
+		Namespace: string(args.Peek("ns")), Task: string(args.Peek("task")),
+		Status: persistence.MessageStatus(args.Peek("status")),
 	}
 	switch f.Status {
 	case "", persistence.MessagePending, persistence.MessageProcessing, persistence.MessageCompleted, persistence.MessageDeadLetter:
@@ -181,7 +182,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 	out := messageDetailJSON{
 		ConsumerGroups: make([]groupPositionJSON, len(m.Groups)),
 		CreatedAt:      info.CreatedAt,
-		ErrorMessage:   textPtr(m.ErrorMessage),
+		ErrorMessage:   m.ErrorMessage,
 		ID:             info.ID,
 		IsEncrypted:    m.Encrypted,
 		LeaseExpiresAt: info.LeaseExpiresAt,
@@ -203,9 +204,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 		TraceID:       info.TraceID,
 		TransactionID: info.TransactionID,
 	}
-	if m.RetryCount.Valid {
-		out.RetryCount = &m.RetryCount.Int32
-	}
+	out.RetryCount = m.RetryCount
 	for i, g := range m.Groups {
 		out.ConsumerGroups[i] = groupPositionJSON{Consumed: g.Consumed, LeaseExpiresAt: msTimePtr(g.LeaseExpiresAt), Name: g.Name}
 	}
@@ -311,9 +310,9 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 	}
 	for i, e := range entries {
 		out.Messages[i] = dlqEntryJSON{
-			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted, e.Queue, e.TransactionID), ErrorMessage: textPtr(e.Error),
+			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted, e.Queue, e.TransactionID), ErrorMessage: e.Error,
 			FailedAt: msTime(e.FailedAt), ID: e.MessageID.String(), Partition: e.Partition, PartitionID: e.PartitionID.String(),
-			ProducerSub: textPtr(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
+			ProducerSub: orNull(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)

@@ -132,7 +132,7 @@ func traceOut(t *persistence.Trace) traceJSON {
 	}
 	return traceJSON{
 		ConsumerGroup: t.Group, CreatedAt: msTime(t.CreatedAt), Data: t.Data, EventType: t.EventType,
-		ID: t.ID.String(), TraceNames: names, WorkerID: textPtr(t.WorkerID),
+		ID: t.ID.String(), TraceNames: names, WorkerID: t.WorkerID,
 	}
 }
 

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/valyala/fasthttp"
 
 	"queen/auth"
@@ -42,13 +41,11 @@ func (s *Server) guard(level auth.Level, h fasthttp.RequestHandler) fasthttp.Req
 }
 
 // producerSub is the sub claim of the request's token, stamped on every message it pushes.
-// Null without a token (JWT off, a skipped path, a token without sub): a producerSub sent in a
-// body is never used.
-func producerSub(ctx *fasthttp.RequestCtx) pgtype.Text {
-	if sub, ok := ctx.UserValue(subjectKey).(string); ok && sub != "" {
-		return pgtype.Text{String: sub, Valid: true}
-	}
-	return pgtype.Text{}
+// "" (stored as null) without a token (JWT off, a skipped path, a token without sub): a
+// producerSub sent in a body is never used.
+func producerSub(ctx *fasthttp.RequestCtx) string {
+	sub, _ := ctx.UserValue(subjectKey).(string)
+	return sub
 }
 
 // standaloneIdentity is what /auth/me answers with JWT off: the dashboard's operator identity

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"queen/persistence"
 )
@@ -168,7 +167,7 @@ func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
 		if perr != nil {
 			it.BadTrace = "traceId must be a UUID"
 		} else {
-			it.TraceID = pgtype.UUID{Bytes: id, Valid: true}
+			it.TraceID = uuid.NullUUID{UUID: id, Valid: true}
 		}
 	}
 	payload := raw.Payload
@@ -335,15 +334,14 @@ func decodeAck(raw *ackJSON, prefix, group string) (persistence.AckItem, error) 
 	if a.PartitionID, err = uuid.Parse(pid); err != nil {
 		return a, badf(prefix + "partitionId must be a UUID")
 	}
-	status, err := stringField(raw.Status, prefix+"status", persistence.AckCompleted)
+	status, err := stringField(raw.Status, prefix+"status", string(persistence.AckCompleted))
 	if err != nil {
 		return a, err
 	}
-	switch status {
-	case "completed", "success":
+	switch a.Status = persistence.AckStatus(status); a.Status {
+	case persistence.AckCompleted, persistence.AckFailed, persistence.AckDLQ, persistence.AckRetry:
+	case "success": // the reference's synonym of completed
 		a.Status = persistence.AckCompleted
-	case persistence.AckFailed, persistence.AckDLQ, persistence.AckRetry:
-		a.Status = status
 	default:
 		return a, badf(prefix + "status must be one of completed, success, failed, retry, dlq")
 	}

@@ -308,7 +308,7 @@ func checkPushItem(t *testing.T, body []byte, where string, it pushItem, in *pus
 	checkName(t, body, where+".queue", it.Queue)
 	checkName(t, body, where+".partition", it.Partition)
 	checkName(t, body, where+".transactionId", it.TransactionID)
-	if it.ProducerSub.Valid || it.Encrypted {
+	if it.ProducerSub != "" || it.Encrypted {
 		t.Fatalf("body %q: %s sets ProducerSub %v / Encrypted %v, which the client must not control", body, where, it.ProducerSub, it.Encrypted)
 	}
 	switch it.BadTrace {

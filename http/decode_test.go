@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"queen/persistence"
 )
@@ -118,11 +117,11 @@ func TestDecodePushCaptured(t *testing.T) {
 		if w.tx != "" && it.TransactionID != w.tx {
 			t.Errorf("item %d transactionId %q, want %q", i, it.TransactionID, w.tx)
 		}
-		if it.BadTrace != "" || it.ProducerSub.Valid || it.Encrypted {
+		if it.BadTrace != "" || it.ProducerSub != "" || it.Encrypted {
 			t.Errorf("item %d: BadTrace %q ProducerSub %v Encrypted %v", i, it.BadTrace, it.ProducerSub, it.Encrypted)
 		}
 	}
-	trace := pgtype.UUID{Bytes: uuid.MustParse(uuidT), Valid: true}
+	trace := uuid.NullUUID{UUID: uuid.MustParse(uuidT), Valid: true}
 	if items[1].TraceID != trace || items[0].TraceID.Valid || items[2].TraceID.Valid {
 		t.Errorf("trace ids %v %v %v, want only item 1 = %s", items[0].TraceID, items[1].TraceID, items[2].TraceID, uuidT)
 	}
@@ -194,7 +193,7 @@ func TestDecodePushTraceID(t *testing.T) {
 		if it.TraceID.Valid != c.valid || it.BadTrace != c.badNote {
 			t.Errorf("traceId %q: Valid %v BadTrace %q, want %v %q", c.trace, it.TraceID.Valid, it.BadTrace, c.valid, c.badNote)
 		}
-		if c.valid && uuid.UUID(it.TraceID.Bytes) != uuid.MustParse(c.trace) {
+		if c.valid && it.TraceID.UUID != uuid.MustParse(c.trace) {
 			t.Errorf("traceId %q stored as %v", c.trace, it.TraceID)
 		}
 	}
@@ -327,7 +326,11 @@ func TestDecodeAck(t *testing.T) {
 	}
 
 	ack := func(extra string) string { return `{"transactionId":"t","partitionId":"` + uuidA + `"` + extra + `}` }
-	for _, c := range []struct{ extra, status, group string }{
+	for _, c := range []struct {
+		extra  string
+		status persistence.AckStatus
+		group  string
+	}{
 		{``, "completed", "__QUEUE_MODE__"},
 		{`,"status":null,"consumerGroup":null`, "completed", "__QUEUE_MODE__"},
 		{`,"status":"success","consumerGroup":""`, "completed", "__QUEUE_MODE__"},
@@ -451,7 +454,7 @@ func TestDecodeTransaction(t *testing.T) {
 		}
 		it := ops[0].push[0]
 		if it.Queue != "q" || it.Partition != "p" || it.TransactionID != "t1" || string(it.Payload) != `{"x":1}` ||
-			it.TraceID != (pgtype.UUID{Bytes: uuid.MustParse(uuidT), Valid: true}) {
+			it.TraceID != (uuid.NullUUID{UUID: uuid.MustParse(uuidT), Valid: true}) {
 			t.Errorf("item = %+v", it)
 		}
 	})

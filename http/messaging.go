@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/valyala/fasthttp"
 
 	"queen/actors"
+	"queen/fusion"
 	"queen/persistence"
 )
 
@@ -29,19 +29,20 @@ func await[T any](ch <-chan T, d time.Duration) (T, error) {
 	}
 }
 
-func uuidText(u pgtype.UUID) *string {
+func uuidText(u uuid.NullUUID) *string {
 	if !u.Valid {
 		return nil
 	}
-	s := uuid.UUID(u.Bytes).String()
+	s := u.UUID.String()
 	return &s
 }
 
-func textPtr(t pgtype.Text) *string {
-	if !t.Valid {
+// orNull is s, or nil (JSON null) for "", which persistence uses for an absent producer sub.
+func orNull(s string) *string {
+	if s == "" {
 		return nil
 	}
-	return &t.String
+	return &s
 }
 
 // pushResultJSON is one entry of the push answer, in the reference's mixed snake/camel case.
@@ -130,7 +131,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 	for i, it := range items {
 		out[i] = pushResultJSON{Index: i, QueueName: it.Queue, TransactionID: it.TransactionID}
 		if it.BadTrace != "" {
-			out[i].Status, out[i].Error = "failed", it.BadTrace
+			out[i].Status, out[i].Error = string(persistence.StatusFailed), it.BadTrace
 			continue
 		}
 		sl := byQueue[it.Queue]
@@ -175,7 +176,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 		}
 		for k, r := range rep.Results {
 			i := sl.idx[k]
-			out[i].Status = r.Status
+			out[i].Status = string(r.Status)
 			if r.Status == persistence.StatusFailed {
 				out[i].Error = r.Error
 				continue
@@ -365,7 +366,7 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 	}
 	switch res.Outcome {
 	case persistence.PopNoPartition, persistence.PopPartitionNotFound, persistence.PopLeaseHeld:
-		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: res.Outcome, Messages: []popMessageJSON{}})
+		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(res.Outcome), Messages: []popMessageJSON{}})
 		return
 	case persistence.PopWindowBufferActive:
 		empty := ""
@@ -427,7 +428,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if len(rep.Result.Messages) == 0 {
-		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: persistence.PopNoPartition, Messages: []popMessageJSON{}})
+		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(persistence.PopNoPartition), Messages: []popMessageJSON{}})
 		return
 	}
 	base.Queue = shownName(rep.Queue)
@@ -524,7 +525,7 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 		err error
 	}
 	ch := make(chan reply, 1)
-	s.Ack.Submit(persistence.AckJob{Items: items, Done: func(r []persistence.AckResult, err error) { ch <- reply{r, err} }})
+	s.Ack.Submit(fusion.Job[persistence.AckItem, persistence.AckResult]{Items: items, Done: func(r []persistence.AckResult, err error) { ch <- reply{r, err} }})
 	rep, err := await(ch, s.Config.RequestDeadline)
 	if err == nil {
 		err = rep.err
@@ -543,10 +544,10 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
 	out := ackResultJSON{
 		DLQ: r.DLQ, Index: i, LeaseReleased: r.LeaseReleased, Success: r.Success, TransactionID: txID,
-		PartitionName: textPtr(r.PartitionName), QueueName: textPtr(r.QueueName),
+		PartitionName: orNull(r.PartitionName),
 	}
-	if out.QueueName != nil {
-		q := shownName(*out.QueueName)
+	if r.QueueName != "" {
+		q := shownName(r.QueueName)
 		out.QueueName = &q
 	}
 	if r.Error != "" {
@@ -632,7 +633,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			it := ops[i].Push[j]
 			out.Results = append(out.Results, txResultJSON{
 				Index: len(out.Results), MessageID: p.MessageID.String(), PartitionID: p.PartitionID.String(),
-				QueueName: shownName(it.Queue), Status: p.Status, Success: p.Status != persistence.StatusFailed,
+				QueueName: shownName(it.Queue), Status: string(p.Status), Success: p.Status != persistence.StatusFailed,
 				TransactionID: it.TransactionID, Type: "push",
 			})
 		}

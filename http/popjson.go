@@ -5,7 +5,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"queen/persistence"
 )
@@ -43,10 +42,14 @@ func appendPopBody(buf []byte, req persistence.PopRequest, res persistence.PopRe
 		buf = append(buf, `,"partitionId":`...)
 		buf = appendUUID(buf, m.Partition.ID)
 		buf = append(buf, `,"producerSub":`...)
-		buf = appendNullText(buf, m.ProducerSub)
+		if m.ProducerSub == "" {
+			buf = append(buf, "null"...)
+		} else {
+			buf = appendJSONString(buf, m.ProducerSub)
+		}
 		buf = append(buf, `,"traceId":`...)
 		if m.TraceID.Valid {
-			buf = appendUUID(buf, m.TraceID.Bytes)
+			buf = appendUUID(buf, m.TraceID.UUID)
 		} else {
 			buf = append(buf, "null"...)
 		}
@@ -119,13 +122,6 @@ func hexEncodeUUID(dst []byte, id uuid.UUID) {
 		dst[j], dst[j+1] = hex[b>>4], hex[b&0x0f]
 		j += 2
 	}
-}
-
-func appendNullText(buf []byte, t pgtype.Text) []byte {
-	if !t.Valid {
-		return append(buf, "null"...)
-	}
-	return appendJSONString(buf, t.String)
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and control characters are

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"queen/persistence"
 )
@@ -22,7 +21,7 @@ func TestAppendPopBodyMatchesEncodingJSON(t *testing.T) {
 		Messages: []persistence.Message{
 			{ID: mid, TransactionID: "tx\t1", Payload: json.RawMessage(`{"a": [1, 2.5e10, "x"], "b": null}`),
 				CreatedAt: time.Date(2026, 11, 29, 18, 33, 7, 316927000, time.UTC),
-				TraceID:   pgtype.UUID{Bytes: trace, Valid: true}, ProducerSub: pgtype.Text{String: "user-7", Valid: true},
+				TraceID:   uuid.NullUUID{UUID: trace, Valid: true}, ProducerSub: "user-7",
 				Partition: persistence.Partition{ID: pid, Name: "p\n1"}},
 			{ID: uuid.New(), TransactionID: "tx2", Payload: json.RawMessage(`"s"`), CreatedAt: time.Now(),
 				Partition: persistence.Partition{ID: pid, Name: "p\n1"}},
@@ -35,7 +34,7 @@ func TestAppendPopBodyMatchesEncodingJSON(t *testing.T) {
 	for i, m := range res.Messages {
 		msgs[i] = popMessageJSON{ConsumerGroup: req.Group, CreatedAt: m.CreatedAt.UTC().Format(timeFormat), Data: m.Payload,
 			ID: m.ID.String(), LeaseID: leaseID, Partition: m.Partition.Name, PartitionID: m.Partition.ID.String(),
-			ProducerSub: textPtr(m.ProducerSub), TraceID: uuidText(m.TraceID), TransactionID: m.TransactionID}
+			ProducerSub: orNull(m.ProducerSub), TraceID: uuidText(m.TraceID), TransactionID: m.TransactionID}
 	}
 	id, n := pid.String(), 2
 	want, err := json.Marshal(popJSON{ConsumerGroup: req.Group, LeaseID: &leaseID, Messages: msgs, Partition: "p\n1",

@@ -20,6 +20,7 @@ import (
 	"queen/actors"
 	"queen/auth"
 	"queen/config"
+	"queen/fusion"
 	"queen/persistence"
 	"queen/seal"
 )
@@ -29,7 +30,7 @@ type Deps struct {
 	Config  config.Config
 	Store   *persistence.Store
 	Actors  *actors.System
-	Ack     *persistence.Batcher[persistence.AckJob]
+	Ack     *fusion.Batcher[fusion.Job[persistence.AckItem, persistence.AckResult]]
 	Log     *slog.Logger
 	Version string
 	Metrics *metrics.Set // this broker's own series (several brokers can share a process in tests)

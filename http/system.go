@@ -43,10 +43,10 @@ var started = time.Now()
 // metricsJSON is the small JSON summary the SDKs call; Prometheus gets the full set.
 func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
 	var m metricsJSONBody
-	st := s.Store.Pool().Stat()
-	m.Database.IdleConnections = st.IdleConns()
-	m.Database.PoolSize = st.MaxConns()
-	m.Database.WaitingRequests = st.EmptyAcquireCount()
+	st := s.Store.PoolStats()
+	m.Database.IdleConnections = st.Idle
+	m.Database.PoolSize = st.Max
+	m.Database.WaitingRequests = st.EmptyAcquires
 	m.Uptime = time.Since(started).Seconds()
 	writeJSON(ctx, fasthttp.StatusOK, m)
 }

@@ -1,6 +1,6 @@
 // Package migrations holds the numbered SQL files that create and upgrade the
 // broker's schema. They are embedded in the binary and applied at boot by
-// persistence.Migrate, in file-name order, each exactly once.
+// persistence.Store.Migrate, in file-name order, each exactly once.
 package migrations
 
 import "embed"

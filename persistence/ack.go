@@ -10,12 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// AckStatus is what a consumer says of a message it acknowledges.
+type AckStatus string
+
 // Ack statuses, after the HTTP layer has mapped "success" to AckCompleted.
 const (
-	AckCompleted = "completed"
-	AckFailed    = "failed"
-	AckDLQ       = "dlq"
-	AckRetry     = "retry"
+	AckCompleted AckStatus = "completed"
+	AckFailed    AckStatus = "failed" // redeliver, or dead-letter once the retries are spent
+	AckDLQ       AckStatus = "dlq"    // dead-letter at once
+	AckRetry     AckStatus = "retry"  // redeliver without spending a retry
 )
 
 // Ack error texts, as the reference sends them.
@@ -30,7 +33,7 @@ type AckItem struct {
 	TransactionID string
 	Group         string
 	LeaseID       string // the lease in force on (partition, group); "" when none is
-	Status        string
+	Status        AckStatus
 	Error         string
 	// Scope is the caller's tenant scope (ScopePrefix): a message on a queue outside it is not
 	// found, exactly as one that does not exist. Fused batches mix tenants, so each item carries
@@ -42,8 +45,8 @@ type AckItem struct {
 type AckResult struct {
 	Success       bool
 	Error         string // "" when none
-	QueueName     pgtype.Text
-	PartitionName pgtype.Text
+	QueueName     string // "" when the partition is not found (in scope)
+	PartitionName string
 	LeaseReleased bool
 	DLQ           bool
 }
@@ -108,7 +111,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 	// A partition outside the item's scope joins nothing: no message, no names, the answer of
 	// a partition id that does not exist. (The lock above may take such an item's row; it is
 	// never written.)
-	b.Queue(`SELECT v.ord, m.seq, p.name, q.name, COALESCE(q.retry_limit, 0)
+	b.Queue(`SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(q.name, ''), COALESCE(q.retry_limit, 0)
 		FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)
 		LEFT JOIN (queen.partitions p JOIN queen.queues q ON q.id = p.queue_id)
 			ON p.id = v.pid AND `+inScope("q.name", "v.scope")+`

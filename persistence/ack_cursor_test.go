@@ -11,7 +11,7 @@ import (
 // ackStep acknowledges message seq (1..3) of the test partition.
 type ackStep struct {
 	seq    int
-	status string
+	status persistence.AckStatus
 	err    string // the failure text sent with a failed ack
 	lease  string // ownLease, "" (none) or a literal lease id
 	tx     string // overrides the message's transactionId
@@ -167,7 +167,7 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			res := e.ack(acks...)
 			for i, r := range res {
 				// Every item names a message of partition p, found or not.
-				if r.QueueName.String != "q" || r.PartitionName.String != "p" {
+				if r.QueueName != "q" || r.PartitionName != "p" {
 					t.Errorf("ack %d names %v/%v", i, r.QueueName, r.PartitionName)
 				}
 				if unnamed(r) != tc.want[i] {

@@ -34,14 +34,14 @@ func TestAckScopesEachItemOfAFusedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range res[:3] {
-		if r.Success || r.Error != persistence.ErrMessageNotFound || r.QueueName.Valid || r.PartitionName.Valid {
+		if r.Success || r.Error != persistence.ErrMessageNotFound || r.QueueName != "" || r.PartitionName != "" {
 			t.Errorf("item %d, outside its scope: %+v", i, r)
 		}
 	}
-	if r := res[3]; !r.Success || r.QueueName.String != tenantQueue {
+	if r := res[3]; !r.Success || r.QueueName != tenantQueue {
 		t.Errorf("the owner's item: %+v", r)
 	}
-	if r := res[4]; !r.Success || r.QueueName.String != "ledger" {
+	if r := res[4]; !r.Success || r.QueueName != "ledger" {
 		t.Errorf("the default tenant's item: %+v", r)
 	}
 	for pid, want := range map[uuid.UUID]int64{tenants: 1, plain: 1} {

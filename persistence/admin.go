@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // QueuesByNamespace lists the queues in scope (ScopePrefix) of a namespace and/or task ("" matches
@@ -235,8 +234,8 @@ type PartitionDetail struct {
 	ID        uuid.UUID
 	Name      string
 	CreatedAt time.Time
-	Oldest    pgtype.Timestamptz // created_at of the oldest stored message
-	Newest    pgtype.Timestamptz
+	Oldest    *time.Time // created_at of the oldest stored message; nil when there is none
+	Newest    *time.Time
 	Stats     PartitionStats
 }
 

@@ -7,14 +7,16 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Consumer group states of the group list.
+// GroupState is how a consumer group of the group list is doing.
+type GroupState string
+
+// Consumer group states.
 const (
-	GroupLagging = "Lagging" // the oldest unconsumed message is older than LaggingAfter
-	GroupStable  = "Stable"  // consumed something
-	GroupDead    = "Dead"    // never consumed anything
+	GroupLagging GroupState = "Lagging" // the oldest unconsumed message is older than LaggingAfter
+	GroupStable  GroupState = "Stable"  // consumed something
+	GroupDead    GroupState = "Dead"    // never consumed anything
 )
 
 // LaggingAfter is the time lag past which a group is Lagging.
@@ -29,13 +31,13 @@ type ConsumerGroupSummary struct {
 	TotalLag              int64 // messages after the cursors (sum of last_seq - cursor_seq)
 	MaxTimeLag            int64 // seconds since the oldest unconsumed message was stored
 	Consumed              bool
-	SubscriptionMode      pgtype.Text
-	SubscriptionTimestamp pgtype.Timestamptz
-	SubscriptionCreatedAt pgtype.Timestamptz
+	SubscriptionMode      *string // nil without a recorded subscription
+	SubscriptionTimestamp *time.Time
+	SubscriptionCreatedAt *time.Time
 }
 
 // State is Lagging, Stable or Dead.
-func (g ConsumerGroupSummary) State() string {
+func (g ConsumerGroupSummary) State() GroupState {
 	switch {
 	case g.MaxTimeLag > LaggingAfter:
 		return GroupLagging
@@ -100,9 +102,9 @@ func (s *Store) ListConsumerGroups(ctx context.Context, scope string) ([]Consume
 type GroupPartition struct {
 	Queue          string
 	Partition      string
-	WorkerID       pgtype.UUID // the lease id of the last claim
+	WorkerID       uuid.NullUUID // the lease id of the last claim
 	LeaseActive    bool
-	LastConsumedAt pgtype.Timestamptz
+	LastConsumedAt *time.Time
 	TotalConsumed  int64
 	OffsetLag      int64
 	TimeLagSeconds int64
@@ -261,9 +263,9 @@ func (s *Store) SeekQueue(ctx context.Context, group, queue string, to *time.Tim
 
 // SeekPartition moves a group's cursor on one partition to its newest message, creating the
 // cursor if missing, and releases the lease. It returns when the message now at the cursor was
-// created (invalid when the partition is empty); found is false when the partition does not
+// created (nil when the partition is empty); found is false when the partition does not
 // exist.
-func (s *Store) SeekPartition(ctx context.Context, group, queue, partition string) (movedTo pgtype.Timestamptz, found bool, err error) {
+func (s *Store) SeekPartition(ctx context.Context, group, queue, partition string) (movedTo *time.Time, found bool, err error) {
 	err = s.pool.QueryRow(ctx, `
 		WITH target AS (
 			SELECT p.id, p.last_seq FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
@@ -287,11 +289,11 @@ func (s *Store) SeekPartition(ctx context.Context, group, queue, partition strin
 type LaggingPartition struct {
 	Group, Queue, Partition string
 	PartitionID             uuid.UUID
-	LeaseID                 pgtype.UUID
+	LeaseID                 uuid.NullUUID
 	OffsetLag               int64
 	TimeLagSeconds          int64
 	OldestUnconsumedAt      time.Time
-	LastConsumedAt          pgtype.Timestamptz
+	LastConsumedAt          *time.Time
 }
 
 // LaggingPartitions lists the (group, partition) pairs whose oldest unconsumed message is at

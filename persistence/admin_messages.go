@@ -13,12 +13,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Derived message statuses of the message browser.
+// MessageStatus is where a message of the message browser stands, derived from the cursors,
+// leases and dead letters of its partition (messageState).
+type MessageStatus string
+
+// Message statuses.
 const (
-	MessagePending    = "pending"
-	MessageProcessing = "processing"
-	MessageCompleted  = "completed"
-	MessageDeadLetter = "dead_letter"
+	MessagePending    MessageStatus = "pending"
+	MessageProcessing MessageStatus = "processing"
+	MessageCompleted  MessageStatus = "completed"
+	MessageDeadLetter MessageStatus = "dead_letter"
 )
 
 // messageState joins, for every message m, its partition p, queue q, the __QUEUE_MODE__ cursor
@@ -62,7 +66,7 @@ const messageState = `
 
 // messageColumns are the columns of MessageInfo, in scan order.
 const messageColumns = `m.id, m.transaction_id, m.partition_id, q.name, p.name, q.namespace, q.task, m.trace_id,
-	m.producer_sub, q.priority, m.created_at, st.status, st.lease_expires_at, bus.groups, bus.consumed`
+	COALESCE(m.producer_sub, ''), q.priority, m.created_at, st.status, st.lease_expires_at, bus.groups, bus.consumed`
 
 // MessageInfo is one message of the message browser (no payload).
 type MessageInfo struct {
@@ -73,12 +77,12 @@ type MessageInfo struct {
 	Partition      string
 	Namespace      string
 	Task           string
-	TraceID        pgtype.UUID
-	ProducerSub    pgtype.Text
+	TraceID        uuid.NullUUID
+	ProducerSub    string // "" when none (see PushItem)
 	QueuePriority  int
 	CreatedAt      time.Time
-	Status         string
-	LeaseExpiresAt pgtype.Timestamptz
+	Status         MessageStatus
+	LeaseExpiresAt *time.Time
 	BusGroups      int64 // named consumer groups with a cursor on the partition
 	ConsumedBy     int64 // how many of them consumed the message
 }
@@ -114,9 +118,9 @@ type MessageFilter struct {
 	Partition string
 	Namespace string
 	Task      string
-	Status    string
-	From      *time.Time // created_at, inclusive; nil: an hour ago (database clock)
-	To        *time.Time // created_at, inclusive; nil: no upper bound
+	Status    MessageStatus // "" matches any
+	From      *time.Time    // created_at, inclusive; nil: an hour ago (database clock)
+	To        *time.Time    // created_at, inclusive; nil: no upper bound
 	Limit     int
 	Offset    int
 }
@@ -212,7 +216,7 @@ func (s *Store) ListMessages(ctx context.Context, f MessageFilter) ([]MessageInf
 type GroupPosition struct {
 	Name           string
 	Consumed       bool
-	LeaseExpiresAt pgtype.Timestamptz // the group's lease covering the message, if any
+	LeaseExpiresAt *time.Time // the group's lease covering the message, if any
 }
 
 // MessageDetail is one message with its payload, queue settings and consumer groups.
@@ -220,8 +224,8 @@ type MessageDetail struct {
 	MessageInfo
 	Payload      json.RawMessage
 	Encrypted    bool
-	ErrorMessage pgtype.Text // from the newest dead-letter entry
-	RetryCount   pgtype.Int4
+	ErrorMessage *string // from the newest dead-letter entry
+	RetryCount   *int32
 	HasQueueMode bool
 	LeaseTime    int
 	RetryLimit   int
@@ -299,11 +303,11 @@ type DLQEntry struct {
 	Queue         string
 	Partition     string
 	Group         string
-	Error         pgtype.Text
+	Error         *string
 	RetryCount    int
 	Payload       json.RawMessage
-	Encrypted     bool // Payload is a sealed envelope (queen.messages.is_encrypted)
-	ProducerSub   pgtype.Text
+	Encrypted     bool   // Payload is a sealed envelope (queen.messages.is_encrypted)
+	ProducerSub   string // "" when none (see PushItem)
 	CreatedAt     time.Time
 	FailedAt      time.Time
 }
@@ -343,7 +347,7 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 			WHERE `+w.where()+`),
 		page AS (SELECT * FROM f ORDER BY failed_at DESC, entry LIMIT `+limit+` OFFSET `+offset+`)
 		SELECT (SELECT count(*) FROM f), page.id, page.transaction_id, page.partition_id, page.queue, page.partition,
-		       page.consumer_group, page.error_message, page.retry_count, page.payload, page.producer_sub,
+		       page.consumer_group, page.error_message, page.retry_count, page.payload, COALESCE(page.producer_sub, ''),
 		       page.created_at, page.failed_at, page.is_encrypted
 		FROM (SELECT 1) one LEFT JOIN page ON true
 		ORDER BY page.failed_at DESC, page.entry`, w.args...)

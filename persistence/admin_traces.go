@@ -53,7 +53,7 @@ type Trace struct {
 	EventType string
 	Data      json.RawMessage
 	Group     string
-	WorkerID  pgtype.Text
+	WorkerID  *string
 	CreatedAt time.Time
 	Names     []string
 }

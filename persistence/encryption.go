@@ -19,9 +19,6 @@ type PayloadSealer interface {
 // used; without it, a push to a queue flagged encryptionEnabled is refused, never stored in clear.
 func (s *Store) SetSealer(k PayloadSealer) { s.sealer = k }
 
-// StatusFailed is the push status of an item that was not stored; PushResult.Error says why.
-const StatusFailed = "failed"
-
 // EncryptionRequired is the reason a push to an encrypted queue is refused without a key; a
 // tenant's queue is named as its tenant knows it.
 func EncryptionRequired(queue string) string {

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // LeaseResult is the outcome of a lease renewal.
 type LeaseResult struct {
 	Success   bool
 	Error     string
-	ExpiresAt pgtype.Timestamptz // the earliest new expiry when the lease covers several partitions
+	ExpiresAt *time.Time // the earliest new expiry when the lease covers several partitions
 }
 
 // ExtendLease pushes the expiry of every partition held under leaseID to at least now+d. It
@@ -42,7 +41,7 @@ func (s *Store) ExtendLease(ctx context.Context, scope string, leaseID uuid.UUID
 		return r, fmt.Errorf("cannot extend lease %s: %w", leaseID, err)
 	}
 	switch {
-	case r.ExpiresAt.Valid:
+	case r.ExpiresAt != nil:
 		r.Success = true
 	case holders > 0:
 		r.Error = "Lease already expired"

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/migrations"
 )
@@ -63,12 +62,12 @@ func LoadMigrations() ([]Migration, error) {
 
 // Migrate creates the queen schema if needed and applies every migration not yet recorded in
 // queen.schema_migrations, each in its own transaction, while holding a session advisory lock.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
 	all, err := LoadMigrations()
 	if err != nil {
 		return err
 	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot acquire a connection for migrations: %w", err)
 	}

@@ -27,13 +27,16 @@ type PopRequest struct {
 	SubscribeNow  bool // start at "now" (subscriptionMode=new or subscriptionFrom=now)
 }
 
+// PopOutcome says why a pop delivered nothing; PopOK when it claimed partitions.
+type PopOutcome string
+
 // Pop outcomes other than success, as the clients read them from the body.
 const (
-	PopOK                 = ""
-	PopNoPartition        = "no_available_partition"
-	PopPartitionNotFound  = "partition_not_found"
-	PopLeaseHeld          = "lease_held"
-	PopWindowBufferActive = "window_buffer_active"
+	PopOK                 PopOutcome = ""
+	PopNoPartition        PopOutcome = "no_available_partition"
+	PopPartitionNotFound  PopOutcome = "partition_not_found"
+	PopLeaseHeld          PopOutcome = "lease_held"
+	PopWindowBufferActive PopOutcome = "window_buffer_active"
 )
 
 // Partition names one claimed partition.
@@ -47,17 +50,17 @@ type Message struct {
 	Seq           int64
 	ID            uuid.UUID
 	TransactionID string
-	TraceID       pgtype.UUID
+	TraceID       uuid.NullUUID
 	Payload       json.RawMessage
 	CreatedAt     time.Time
-	ProducerSub   pgtype.Text
+	ProducerSub   string // "" when none (see PushItem)
 	Encrypted     bool
 	Partition     Partition
 }
 
 // PopResult is what one pop claimed and read.
 type PopResult struct {
-	Outcome    string
+	Outcome    PopOutcome
 	Partitions []Partition // claimed partitions, in claim order
 	Messages   []Message
 }
@@ -255,12 +258,18 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	part := Partition{ID: c.id, Name: c.name}
 	start := len(res.Messages)
 	claimed, cut := false, false
+	// Nullable columns scan into pgtype values: scanning into uuid.NullUUID or a *string would
+	// cost an allocation per message.
+	var (
+		seq     pgtype.Int8
+		trace   pgtype.UUID
+		sub     pgtype.Text
+		visible pgtype.Bool
+	)
 	for rows.Next() {
 		claimed = true
 		var m Message
-		var seq pgtype.Int8
-		var visible pgtype.Bool
-		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &m.TraceID, &m.Payload, &m.CreatedAt, &m.ProducerSub, &m.Encrypted, &visible); err != nil {
+		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &trace, &m.Payload, &m.CreatedAt, &sub, &m.Encrypted, &visible); err != nil {
 			rows.Close()
 			return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
 		}
@@ -271,6 +280,8 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 			continue
 		}
 		m.Seq = seq.Int64
+		m.TraceID = uuid.NullUUID{UUID: trace.Bytes, Valid: trace.Valid}
+		m.ProducerSub = sub.String
 		m.Partition = part
 		res.Messages = append(res.Messages, m)
 	}

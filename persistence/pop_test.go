@@ -70,7 +70,7 @@ func TestPopLeaseBlocksOnlyItsGroup(t *testing.T) {
 		group       string
 		partition   string // "" for a wildcard pop
 		alone       bool   // p is the queue's only partition
-		wantOutcome string
+		wantOutcome persistence.PopOutcome
 		want        []string
 	}{
 		{"same group, same partition", "g", "p", false, persistence.PopLeaseHeld, nil},
@@ -105,7 +105,10 @@ func TestPopLeaseBlocksOnlyItsGroup(t *testing.T) {
 // claiming it) does not take over the lease that the other pop took meanwhile: the claim
 // rechecks the lease on the row it locks.
 func TestPopClaimRechecksTheLease(t *testing.T) {
-	for _, tc := range []struct{ partition, wantOutcome string }{
+	for _, tc := range []struct {
+		partition   string
+		wantOutcome persistence.PopOutcome
+	}{
 		{"p", persistence.PopLeaseHeld},
 		{"", persistence.PopNoPartition},
 	} {
@@ -270,7 +273,7 @@ func TestPopWindowBuffer(t *testing.T) {
 		name        string
 		lastAt      string // SQL for partitions.last_message_at
 		partition   string
-		wantOutcome string
+		wantOutcome persistence.PopOutcome
 		want        []string
 	}{
 		{"recent message, partition", "now()", "p", persistence.PopWindowBufferActive, nil},

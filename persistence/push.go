@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 
 	"github.com/google/uuid"
@@ -17,21 +18,27 @@ type PushItem struct {
 	Queue         string
 	Partition     string
 	TransactionID string
-	TraceID       pgtype.UUID
+	TraceID       uuid.NullUUID
 	Payload       json.RawMessage
-	ProducerSub   pgtype.Text
-	Encrypted     bool
+	// ProducerSub is the sub claim of the pushing token, "" when there is none (an empty sub is
+	// no sub); it is stored as NULL then.
+	ProducerSub string
+	Encrypted   bool
 }
+
+// PushStatus is what became of one pushed item.
+type PushStatus string
 
 // Push statuses.
 const (
-	StatusQueued    = "queued"
-	StatusDuplicate = "duplicate"
+	StatusQueued    PushStatus = "queued"
+	StatusDuplicate PushStatus = "duplicate" // the transactionId is stored already
+	StatusFailed    PushStatus = "failed"    // not stored; PushResult.Error says why
 )
 
 // PushResult is the outcome of one PushItem. A duplicate carries the original message's id.
 type PushResult struct {
-	Status      string
+	Status      PushStatus
 	MessageID   uuid.UUID
 	PartitionID uuid.UUID
 	Error       string // why a StatusFailed item was not stored
@@ -48,6 +55,17 @@ func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error
 		return err
 	})
 	return out, err
+}
+
+// PushLaneKey keys a push item by its queue and partition, for the push lanes (fusion.Lanes):
+// a push holds its partitions' row locks until it commits, so pushes to one partition could
+// only commit one after the other anyway; in one lane they are fused instead.
+func PushLaneKey(it PushItem) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(it.Queue))
+	h.Write([]byte{0})
+	h.Write([]byte(it.Partition))
+	return h.Sum32()
 }
 
 // batchSender is a pgx.Tx, or a connection whose transaction the batches open and close.
@@ -191,7 +209,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		colSeq     []int64    // through uuid.UUID's driver.Valuer and a string per element
 		colID      [][16]byte
 		colTx      []string
-		colTrace   []pgtype.UUID
+		colTrace   []pgtype.UUID // pgtype, not uuid.NullUUID: encoded natively, not through a string
 		colPayload []json.RawMessage
 		colEnc     []bool
 		colSub     []pgtype.Text
@@ -231,10 +249,10 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		colSeq = append(colSeq, head[pid])
 		colID = append(colID, id)
 		colTx = append(colTx, it.TransactionID)
-		colTrace = append(colTrace, it.TraceID)
+		colTrace = append(colTrace, pgtype.UUID{Bytes: it.TraceID.UUID, Valid: it.TraceID.Valid})
 		colPayload = append(colPayload, payload)
 		colEnc = append(colEnc, encrypted)
-		colSub = append(colSub, it.ProducerSub)
+		colSub = append(colSub, pgtype.Text{String: it.ProducerSub, Valid: it.ProducerSub != ""})
 	}
 	b = &pgx.Batch{}
 	if len(colID) == 0 {

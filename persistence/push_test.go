@@ -22,50 +22,50 @@ func TestPushSequenceAndDuplicates(t *testing.T) {
 		calls []call
 		// want lists, per call, the status of each item, and per partition the transactionIds
 		// stored, in sequence order.
-		want   [][]string
+		want   [][]persistence.PushStatus
 		stored map[string][]string
 	}{
 		{
 			name:   "one call numbers in call order",
 			calls:  []call{items("q", "p", "1", "c", "a", "b")},
-			want:   [][]string{{"queued", "queued", "queued"}},
+			want:   [][]persistence.PushStatus{{"queued", "queued", "queued"}},
 			stored: map[string][]string{"p": {"c", "a", "b"}},
 		},
 		{
 			name:   "a later call appends after the head",
 			calls:  []call{items("q", "p", "1", "a", "b"), items("q", "p", "2", "c")},
-			want:   [][]string{{"queued", "queued"}, {"queued"}},
+			want:   [][]persistence.PushStatus{{"queued", "queued"}, {"queued"}},
 			stored: map[string][]string{"p": {"a", "b", "c"}},
 		},
 		{
 			name: "partitions interleaved in one call",
 			calls: []call{slices.Concat(items("q", "p1", "1", "a"), items("q", "p2", "1", "b"),
 				items("q", "p1", "1", "c"), items("q", "p2", "1", "d"))},
-			want:   [][]string{{"queued", "queued", "queued", "queued"}},
+			want:   [][]persistence.PushStatus{{"queued", "queued", "queued", "queued"}},
 			stored: map[string][]string{"p1": {"a", "c"}, "p2": {"b", "d"}},
 		},
 		{
 			name:   "duplicate of an earlier call",
 			calls:  []call{items("q", "p", "1", "a"), items("q", "p", "2", "b", "a")},
-			want:   [][]string{{"queued"}, {"queued", "duplicate"}},
+			want:   [][]persistence.PushStatus{{"queued"}, {"queued", "duplicate"}},
 			stored: map[string][]string{"p": {"a", "b"}},
 		},
 		{
 			name:   "duplicate within one call",
 			calls:  []call{items("q", "p", "1", "a", "a", "b", "a")},
-			want:   [][]string{{"queued", "duplicate", "queued", "duplicate"}},
+			want:   [][]persistence.PushStatus{{"queued", "duplicate", "queued", "duplicate"}},
 			stored: map[string][]string{"p": {"a", "b"}},
 		},
 		{
 			name:   "only duplicates",
 			calls:  []call{items("q", "p", "1", "a"), items("q", "p", "2", "a", "a")},
-			want:   [][]string{{"queued"}, {"duplicate", "duplicate"}},
+			want:   [][]persistence.PushStatus{{"queued"}, {"duplicate", "duplicate"}},
 			stored: map[string][]string{"p": {"a"}},
 		},
 		{
 			name:   "same transactionId in another partition",
 			calls:  []call{items("q", "p1", "1", "a"), slices.Concat(items("q", "p2", "2", "a"), items("q", "p1", "2", "a"))},
-			want:   [][]string{{"queued"}, {"queued", "duplicate"}},
+			want:   [][]persistence.PushStatus{{"queued"}, {"queued", "duplicate"}},
 			stored: map[string][]string{"p1": {"a"}, "p2": {"a"}},
 		},
 	}
@@ -178,7 +178,7 @@ func TestPushToEncryptedQueue(t *testing.T) {
 		name       string
 		sealer     persistence.PayloadSealer
 		preSealed  bool
-		wantStatus string
+		wantStatus persistence.PushStatus
 		wantError  string
 		wantStored string // "" when nothing is stored
 	}{

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // spoolRecord is a PushItem as the disk spool stores it: the reference's event fields, JSON.
@@ -29,10 +28,10 @@ func EncodeSpoolRecord(it PushItem) ([]byte, error) {
 		Encrypted: it.Encrypted, Payload: it.Payload,
 	}
 	if it.TraceID.Valid {
-		r.TraceID = uuid.UUID(it.TraceID.Bytes).String()
+		r.TraceID = it.TraceID.UUID.String()
 	}
-	if it.ProducerSub.Valid {
-		r.ProducerSub = &it.ProducerSub.String
+	if it.ProducerSub != "" {
+		r.ProducerSub = &it.ProducerSub
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -60,10 +59,10 @@ func DecodeSpoolRecord(b []byte) (PushItem, error) {
 		if err != nil {
 			return PushItem{}, fmt.Errorf("cannot decode spool record: bad traceId: %w", err)
 		}
-		it.TraceID = pgtype.UUID{Bytes: id, Valid: true}
+		it.TraceID = uuid.NullUUID{UUID: id, Valid: true}
 	}
 	if r.ProducerSub != nil {
-		it.ProducerSub = pgtype.Text{String: *r.ProducerSub, Valid: true}
+		it.ProducerSub = *r.ProducerSub
 	}
 	return it, nil
 }

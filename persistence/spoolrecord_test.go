@@ -6,15 +6,14 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 func TestSpoolRecordRoundTrip(t *testing.T) {
 	it := PushItem{
 		Queue: "orders", Partition: "p1", TransactionID: "tx-1",
-		TraceID:     pgtype.UUID{Bytes: uuid.MustParse("11111111-2222-3333-4444-555555555555"), Valid: true},
+		TraceID:     uuid.NullUUID{UUID: uuid.MustParse("11111111-2222-3333-4444-555555555555"), Valid: true},
 		Payload:     json.RawMessage(`{"n":[1,2,{"x":null}]}`),
-		ProducerSub: pgtype.Text{String: "user-7", Valid: true},
+		ProducerSub: "user-7",
 		Encrypted:   true,
 	}
 	b, err := EncodeSpoolRecord(it)

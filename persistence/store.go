@@ -1,5 +1,6 @@
 // Package persistence holds every SQL statement of the broker: the connection pool, the
-// migration runner, the fused push and ack batchers, pop, transactions and the admin reads.
+// migration runner, push and ack (which package fusion fuses), pop, transactions and the admin
+// reads.
 package persistence
 
 import (
@@ -26,11 +27,27 @@ type Store struct {
 	sealer PayloadSealer // nil without QUEEN_ENCRYPTION_KEY; see encryption.go
 }
 
-// NewStore wraps an open pool.
+// NewStore wraps an open pool (tests; the broker opens its store with Open).
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Pool returns the underlying pool (health checks, tests).
+// Pool returns the underlying pool (tests reach the database through it).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool, waiting for the connections in use to come back.
+func (s *Store) Close() { s.pool.Close() }
+
+// PoolStats is a snapshot of the connection pool for the metrics routes.
+type PoolStats struct {
+	Idle          int32 // connections open and unused
+	Max           int32 // the pool's size
+	EmptyAcquires int64 // acquisitions that had to wait for a connection, since the start
+}
+
+// PoolStats reports the pool's state.
+func (s *Store) PoolStats() PoolStats {
+	st := s.pool.Stat()
+	return PoolStats{Idle: st.IdleConns(), Max: st.MaxConns(), EmptyAcquires: st.EmptyAcquireCount()}
+}
 
 // PoolOptions tune the connection pool.
 type PoolOptions struct {
@@ -42,9 +59,9 @@ type PoolOptions struct {
 	TLS *tls.Config
 }
 
-// OpenPool connects to PostgreSQL. Every session runs in UTC so timestamps render as the clients
+// Open connects to PostgreSQL. Every session runs in UTC so timestamps render as the clients
 // expect, and with a statement timeout so a stuck query cannot hold a request forever.
-func OpenPool(ctx context.Context, connString string, o PoolOptions) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, connString string, o PoolOptions) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse the PostgreSQL connection settings: %w", err)
@@ -72,7 +89,18 @@ func OpenPool(ctx context.Context, connString string, o PoolOptions) (*pgxpool.P
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the PostgreSQL pool: %w", err)
 	}
-	return pool, nil
+	return NewStore(pool), nil
+}
+
+// ConnectionTLS reports whether a connection of the pool is encrypted, and with which TLS
+// version (PG_USE_SSL's check at boot).
+func (s *Store) ConnectionTLS(ctx context.Context) (encrypted bool, version string, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT ssl, COALESCE(version, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).
+		Scan(&encrypted, &version)
+	if err != nil {
+		return false, "", fmt.Errorf("cannot read the TLS state of a connection: %w", err)
+	}
+	return encrypted, version, nil
 }
 
 // Ping reports whether PostgreSQL answers a trivial query.

@@ -225,7 +225,7 @@ func seqs(ms []persistence.Message) []int64 {
 }
 
 // ackOf acknowledges a delivered message for group under lease ("" for none).
-func ackOf(m persistence.Message, group, lease, status string) persistence.AckItem {
+func ackOf(m persistence.Message, group, lease string, status persistence.AckStatus) persistence.AckItem {
 	return persistence.AckItem{PartitionID: m.Partition.ID, TransactionID: m.TransactionID, Group: group,
 		LeaseID: lease, Status: status}
 }

@@ -16,7 +16,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 		src   persistence.Message
 		lease string
 	}
-	ack := func(status, lease, tx, reason string) func(env) persistence.TxOp {
+	ack := func(status persistence.AckStatus, lease, tx, reason string) func(env) persistence.TxOp {
 		return func(v env) persistence.TxOp {
 			a := ackOf(v.src, persistence.QueueMode, resolveLease(lease, v.lease), status)
 			a.Error = reason
@@ -35,15 +35,15 @@ func TestTransactionIsAtomic(t *testing.T) {
 		name       string
 		ops        []func(env) persistence.TxOp
 		wantReason string
-		wantStatus []string // of every pushed item, in op order
-		wantStored []string // out/p's messages afterwards
+		wantStatus []persistence.PushStatus // of every pushed item, in op order
+		wantStored []string                 // out/p's messages afterwards
 		wantSrc    consumerRow
 		wantDLQ    []deadLetter
 	}{
 		{
 			name:       "ack and push commit together",
 			ops:        []func(env) persistence.TxOp{completed, pushNew},
-			wantStatus: []string{"queued", "queued"},
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
 			wantStored: []string{"old", "new"},
 			wantSrc:    consumerRow{Cursor: 1, Consumed: 1, Batches: 1},
 		},
@@ -51,7 +51,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 			name:       "a wrong lease rolls back the push before it",
 			ops:        []func(env) persistence.TxOp{pushNew, ack(persistence.AckCompleted, strangerLease, "", "")},
 			wantReason: "ACK operation failed: " + persistence.ErrInvalidLease,
-			wantStatus: []string{"queued", "queued"},
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
 			wantStored: []string{"old"},
 			wantSrc:    consumerRow{LeaseID: ownLease, LeaseEnd: 1},
 		},
@@ -59,7 +59,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 			name:       "an unknown message rolls back the push before it",
 			ops:        []func(env) persistence.TxOp{pushNew, ack(persistence.AckCompleted, ownLease, "nope", "")},
 			wantReason: "ACK operation failed: " + persistence.ErrMessageNotFound,
-			wantStatus: []string{"queued", "queued"},
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
 			wantStored: []string{"old"},
 			wantSrc:    consumerRow{LeaseID: ownLease, LeaseEnd: 1},
 		},
@@ -67,14 +67,14 @@ func TestTransactionIsAtomic(t *testing.T) {
 			name:       "a refused push rolls back the ack before it",
 			ops:        []func(env) persistence.TxOp{completed, push(items("vault", "p", "tx", "new")...)},
 			wantReason: "PUSH operation failed: " + persistence.EncryptionRequired("vault"),
-			wantStatus: []string{"failed"},
+			wantStatus: []persistence.PushStatus{"failed"},
 			wantStored: []string{"old"},
 			wantSrc:    consumerRow{LeaseID: ownLease, LeaseEnd: 1},
 		},
 		{
 			name:       "a failed ack dead-letters at once",
 			ops:        []func(env) persistence.TxOp{ack(persistence.AckFailed, ownLease, "", "boom"), pushNew},
-			wantStatus: []string{"queued", "queued"},
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
 			wantStored: []string{"old", "new"},
 			wantSrc:    consumerRow{Cursor: 1, Consumed: 1, Batches: 1},
 			wantDLQ:    []deadLetter{{Seq: 1, Group: persistence.QueueMode, Error: "boom"}},
@@ -83,7 +83,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 			name: "duplicate pushes answer duplicate",
 			ops: []func(env) persistence.TxOp{push(items("out", "p", "tx", "old", "new", "new")...), completed,
 				push(items("out", "p", "tx", "new")...)},
-			wantStatus: []string{"duplicate", "queued", "duplicate", "duplicate"},
+			wantStatus: []persistence.PushStatus{"duplicate", "queued", "duplicate", "duplicate"},
 			wantStored: []string{"old", "new"},
 			wantSrc:    consumerRow{Cursor: 1, Consumed: 1, Batches: 1},
 		},
@@ -117,7 +117,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 				storedID[m.TxID] = m.ID
 				storedTx = append(storedTx, m.TxID)
 			}
-			var statuses []string
+			var statuses []persistence.PushStatus
 			pushedFresh := false
 			for i, r := range res {
 				for j, p := range r.Push {

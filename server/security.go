@@ -55,9 +55,7 @@ func (b *Broker) pgTLS() (*tls.Config, error) {
 
 // checkPGTLS confirms that the pool's connections really are encrypted, and says so.
 func (b *Broker) checkPGTLS(ctx context.Context) error {
-	var on bool
-	var version string
-	err := b.pool.QueryRow(ctx, `SELECT ssl, COALESCE(version, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&on, &version)
+	on, version, err := b.store.ConnectionTLS(ctx)
 	if err != nil {
 		hint := ""
 		var verr *tls.CertificateVerificationError

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/valyala/fasthttp"
 
 	"queen/actors"
 	"queen/auth"
 	"queen/config"
+	"queen/fusion"
 	queenhttp "queen/http"
 	"queen/mesh"
 	"queen/persistence"
@@ -39,10 +39,9 @@ type Broker struct {
 	cfg     config.Config
 	log     *slog.Logger
 	localPG *localpg.Cluster
-	pool    *pgxpool.Pool
 	store   *persistence.Store
-	push    *persistence.PushLanes
-	ack     *persistence.Batcher[persistence.AckJob]
+	push    *fusion.Lanes[persistence.PushItem, persistence.PushResult]
+	ack     *fusion.Batcher[fusion.Job[persistence.AckItem, persistence.AckResult]]
 	actors  *actors.System
 	http    *queenhttp.Server
 	ln      net.Listener
@@ -109,7 +108,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 			return nil, err
 		}
 	}
-	b.pool, err = persistence.OpenPool(ctx, connString, persistence.PoolOptions{
+	b.store, err = persistence.Open(ctx, connString, persistence.PoolOptions{
 		MaxConns: cfg.DBPoolSize, ConnectTimeout: cfg.DBConnTimeout, StatementTimeout: cfg.DBStmtTimeout,
 		TLS: b.pgTLSConf,
 	})
@@ -118,15 +117,16 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	if b.pgTLSConf != nil {
 		if err = b.checkPGTLS(ctx); err != nil {
+			b.store.Close()
 			return nil, err
 		}
 	}
-	if err = persistence.Migrate(ctx, b.pool, log); err != nil {
+	if err = b.store.Migrate(ctx, log); err != nil {
+		b.store.Close()
 		return nil, err
 	}
-	b.store = persistence.NewStore(b.pool)
 	if err = b.startEncryption(ctx); err != nil {
-		b.pool.Close()
+		b.store.Close()
 		return nil, err
 	}
 	log.Info("database ready", "pool_size", cfg.DBPoolSize)
@@ -143,9 +143,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
 
-	fusion := persistence.FusionOptions{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes}
-	b.push = b.store.NewPushLanes(fusion)
-	b.ack = b.store.NewAckBatcher(persistence.FusionOptions{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight})
+	b.push = fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes},
+		b.store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
+	b.ack = fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight},
+		b.store.Ack, persistence.IsUnavailable)
 	set := metrics.NewSet()
 	ctl := b.control
 	b.actors = actors.Start(&actors.Deps{
@@ -210,7 +211,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		b.actors.Stop()
 		b.push.Close()
 		b.ack.Close()
-		b.pool.Close()
+		b.store.Close()
 		return nil, err
 	}
 	b.jobs = startJobs(b.store, cfg, log, opts.jobRuns)
@@ -355,7 +356,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	if cerr := b.spool.Close(); cerr != nil {
 		b.log.Error("cannot close the spool", "err", cerr)
 	}
-	b.pool.Close()
+	b.store.Close()
 	b.stopDatabase()
 	b.auth.Close()
 	b.log.Info("broker stopped")
@@ -363,9 +364,6 @@ func (b *Broker) shutdown(ctx context.Context) error {
 }
 
 func (b *Broker) stopDatabase() {
-	if b.pool != nil && b.store == nil {
-		b.pool.Close()
-	}
 	if b.localPG != nil {
 		if err := b.localPG.Stop(); err != nil {
 			b.log.Error("cannot stop the local PostgreSQL", "err", err)

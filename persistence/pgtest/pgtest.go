@@ -147,7 +147,7 @@ func createTemplate(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("cannot connect to %s: %w", template, err)
 	}
-	err = persistence.Migrate(ctx, pool, log)
+	err = persistence.NewStore(pool).Migrate(ctx, log)
 	// Copying a template needs it free of sessions, ours included.
 	pool.Close()
 	if err != nil {

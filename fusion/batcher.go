@@ -1,15 +1,15 @@
-package persistence
+package fusion
 
 import (
 	"context"
 	"sync"
 )
 
-// Batcher fuses jobs submitted from many goroutines into few database transactions. It fires
-// a batch as soon as one of its in-flight slots is free, with everything queued at that moment
-// (up to max units): an idle broker answers a lone request at once, and a busy one commits
-// large batches because jobs pile up while every slot waits on PostgreSQL. Commits, not
-// statements, are what a small PostgreSQL runs out of first.
+// Batcher fuses jobs submitted from many goroutines into few batches. It fires a batch as soon
+// as one of its in-flight slots is free, with everything queued at that moment (up to max
+// units): an idle broker answers a lone request at once, and a busy one commits large batches
+// because jobs pile up while every slot waits on PostgreSQL. Commits, not statements, are what
+// a small PostgreSQL runs out of first.
 type Batcher[J any] struct {
 	in    chan J
 	slots chan struct{}

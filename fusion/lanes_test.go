@@ -1,4 +1,4 @@
-package persistence_test
+package fusion_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"queen/fusion"
 	"queen/persistence"
 	"queen/persistence/pgtest"
 )
@@ -14,7 +15,7 @@ import (
 func TestPushLanesKeepItemOrder(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	store := persistence.NewStore(pool)
-	lanes := store.NewPushLanes(persistence.FusionOptions{MaxItems: 100, InFlight: 4})
+	lanes := fusion.NewLanes(fusion.Options{MaxItems: 100, InFlight: 4}, store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
 	defer lanes.Close()
 
 	items := make([]persistence.PushItem, 40)
@@ -23,7 +24,7 @@ func TestPushLanesKeepItemOrder(t *testing.T) {
 			TransactionID: fmt.Sprintf("tx-%d", i), Payload: json.RawMessage(fmt.Sprint(i))}
 	}
 	done := make(chan []persistence.PushResult, 1)
-	if !lanes.TrySubmit(persistence.PushJob{Items: items, Done: func(r []persistence.PushResult, err error) {
+	if !lanes.TrySubmit(fusion.Job[persistence.PushItem, persistence.PushResult]{Items: items, Done: func(r []persistence.PushResult, err error) {
 		if err != nil {
 			t.Error(err)
 		}

@@ -35,10 +35,22 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 	return min(d, o.Max)
 }
 
+// Database is the PostgreSQL work queue actors start themselves; *persistence.Store does it.
+// An interface so that a test decides when PostgreSQL answers.
+type Database interface {
+	Pop(ctx context.Context, r persistence.PopRequest) (persistence.PopResult, error)
+	QueueExists(ctx context.Context, name string) (bool, error)
+}
+
+// PushSubmitter queues pushes for PostgreSQL without blocking; *persistence.PushLanes does it.
+type PushSubmitter interface {
+	TrySubmit(j persistence.PushJob) bool
+}
+
 // Deps is what queue actors need from the rest of the broker.
 type Deps struct {
-	Store       *persistence.Store
-	Push        *persistence.PushLanes
+	Store       Database
+	Push        PushSubmitter
 	Spool       *spool.Spool
 	SpoolAfter  time.Duration // a push that waits this long on PostgreSQL is spooled instead
 	Maintenance *Maintenance

@@ -151,6 +151,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.draining = true
 		a.check(ctx)
 	case *actor.ReceiveTimeout:
+		// protoactor disarms the timeout when it fires: without this, an actor that was busy
+		// then, or that the router kept for a request on its way, would never stop.
+		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		if len(a.waiters) == 0 && a.inflight == 0 {
 			ctx.Send(ctx.Parent(), &passivate{queue: a.name, received: a.received})
 		}

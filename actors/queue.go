@@ -36,10 +36,23 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 	return min(d, o.Max)
 }
 
+// Database is the PostgreSQL work queue actors start themselves; *persistence.Store does it.
+// An interface so that a test decides when PostgreSQL answers.
+type Database interface {
+	Pop(ctx context.Context, r persistence.PopRequest) (persistence.PopResult, error)
+	QueueExists(ctx context.Context, name string) (bool, error)
+}
+
+// PushSubmitter queues pushes for PostgreSQL without blocking; the push lanes
+// (fusion.Lanes) do it.
+type PushSubmitter interface {
+	TrySubmit(j fusion.Job[persistence.PushItem, persistence.PushResult]) bool
+}
+
 // Deps is what queue actors need from the rest of the broker.
 type Deps struct {
-	Store       *persistence.Store
-	Push        *fusion.Lanes[persistence.PushItem, persistence.PushResult]
+	Store       Database
+	Push        PushSubmitter
 	Spool       *spool.Spool
 	SpoolAfter  time.Duration // a push that waits this long on PostgreSQL is spooled instead
 	Maintenance *Maintenance
@@ -140,6 +153,9 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.draining = true
 		a.check(ctx)
 	case *actor.ReceiveTimeout:
+		// protoactor disarms the timeout when it fires: without this, an actor that was busy
+		// then, or that the router kept for a request on its way, would never stop.
+		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		if len(a.waiters) == 0 && a.inflight == 0 {
 			ctx.Send(ctx.Parent(), &passivate{queue: a.name, received: a.received})
 		}

@@ -234,7 +234,7 @@ func labelValue(s string) string {
 // overtake one spooled before it). A push PostgreSQL does not take within SpoolAfter, or
 // refuses for being unreachable, is spooled too: it never hangs on the database.
 func (a *queueActor) push(ctx actor.Context, m *PushRequest) {
-	if a.deps.Maintenance.Push() || !a.deps.DBHealthy.Load() || a.deps.Spool.Stats().Records > 0 {
+	if a.deps.Maintenance.Push() || !a.deps.DBHealthy.Load() || !a.deps.Spool.Empty() {
 		a.spoolPush(ctx, m)
 		return
 	}

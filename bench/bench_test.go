@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,15 +98,48 @@ func TestWakeSmoke(t *testing.T) {
 	}
 }
 
+// TestOutageSmoke stops the PostgreSQL of an in-process broker for most of five seconds of
+// pushes: the run must see pushes buffered, the spool drain once PostgreSQL is back, and every
+// message answered queued or buffered delivered exactly once, in order.
+func TestOutageSmoke(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "queen-bench-outage-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// MkdirTemp makes it 0700; when we are root the server's own user has to enter it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := startPG(ctx(t), filepath.Join(dir, "pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the broker's shutdown, registered below
+		if err := pg.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	c := servertest.Start(t, pg.conn, map[string]string{"FILE_BUFFER_FLUSH_MS": "20"})
+	tg := &Target{URL: c.Base, PG: pg}
+	if err := tg.probe(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunOutage(ctx(t), tg, OutageConfig{Batch: 10, Size: 128, Partitions: 3, Conns: 3, Duration: 5 * time.Second, Every: time.Second})
+	requireVerified(t, r, err)
+	if len(r.Intervals) != 5 || r.Drain == nil || r.Drain.Records == 0 {
+		t.Fatalf("outage: %d intervals, drain %+v; want 5 intervals and a spool drained after the outage", len(r.Intervals), r.Drain)
+	}
+}
+
 // TestVerifierCatchesFaults feeds the verifier deliveries a broken broker could make and checks
 // that each is reported: a verification that cannot fail proves nothing.
 func TestVerifierCatchesFaults(t *testing.T) {
 	parts := partitionNames(2)
 	const size = 100
 	led := newLedger(1)
-	for range 6 {
-		led.rows[0] = append(led.rows[0], queued)
-	}
+	// 0..5 stored (queued or buffered), 6 refused for a full spool.
+	led.rows[0] = []uint8{queued, queued, queued, buffered, buffered, buffered, refused}
 	led.queued.Store(6)
 	msg := func(s int64, k int) popMsg {
 		var m popMsg
@@ -153,8 +188,14 @@ func TestVerifierCatchesFaults(t *testing.T) {
 			m.Data.R = strings.ToUpper(m.Data.R)
 			g.record(batch(m, msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0)), 0, 1)
 		}, "damaged or misrouted"},
-		{"never pushed", func(g *groupLog) {
+		{"lost while buffered", func(g *groupLog) {
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0)), 0, 1)
+		}, "never delivered"},
+		{"refused, yet stored", func(g *groupLog) {
 			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0), msg(6, 0)), 0, 1)
+		}, "not stored) were delivered"},
+		{"never pushed", func(g *groupLog) {
+			g.record(batch(msg(0, 0), msg(1, 0), msg(2, 0), msg(3, 0), msg(4, 0), msg(5, 0), msg(7, 0)), 0, 1)
 		}, "no push stored"},
 	}
 	for _, tc := range cases {

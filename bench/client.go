@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,12 @@ type errHTTP struct {
 }
 
 func (e *errHTTP) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
+
+// isSpoolFull reports the broker's answer to a push its disk spool had no room for.
+func isSpoolFull(err error) bool {
+	var he *errHTTP
+	return errors.As(err, &he) && he.status == 503 && strings.Contains(he.body, `"code":"spool_full"`)
+}
 
 // do sends one request and returns the body, valid until the next call.
 func (h *conn) do(method, path string, body []byte) ([]byte, error) {

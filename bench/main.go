@@ -2,9 +2,9 @@
 //
 //	go run ./bench <scenario> [flags]
 //
-// Scenarios: ceiling, push, consume, mixed, wake, all. Without --url it builds ./cmd/queen and
-// runs it with a private PostgreSQL in a temporary directory, which also gives it the broker's
-// and PostgreSQL's CPU and memory. See usage below for the flags.
+// Scenarios: ceiling, push, consume, mixed, wake, outage, all. Without --url it builds
+// ./cmd/queen and runs it with a private PostgreSQL in a temporary directory, which also gives
+// it the broker's and PostgreSQL's CPU and memory. See usage below for the flags.
 package main
 
 import (
@@ -28,6 +28,8 @@ scenarios:
   consume   consumers draining a pre-filled queue: pop + ack/batch, or --autoack; --groups for fan-out
   mixed     push and consume at once on a fresh queue; reports the consumer lag
   wake      latency from a push's answer to the answer of a parked long-poll pop
+  outage    push while PostgreSQL is stopped for most of --duration (disk spool), reported per
+            --every; then the spool's drain once it is back (needs the bench's own broker)
   all       the standard set, one table
 
 flags:
@@ -57,6 +59,7 @@ type options struct {
 	autoAck          bool
 	samples          int
 	rate             int
+	every            time.Duration
 
 	set        map[string]bool // flags given on the command line
 	meshTarget *Target         // --mesh, once probed
@@ -113,6 +116,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
 	fs.IntVar(&o.samples, "samples", 200, "wake: samples")
 	fs.IntVar(&o.rate, "rate", 0, "mixed: total push rate in msg/s (0: as fast as the broker takes it)")
+	fs.DurationVar(&o.every, "every", time.Minute, "outage: reporting interval")
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs.Usage()
@@ -127,7 +131,7 @@ func parseArgs(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	switch o.scenario {
-	case "ceiling", "push", "consume", "mixed", "wake", "all":
+	case "ceiling", "push", "consume", "mixed", "wake", "outage", "all":
 	default:
 		fs.Usage()
 		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
@@ -142,6 +146,9 @@ func parseArgs(args []string) (*options, error) {
 	}
 	if o.groups < 0 || o.duration <= 0 || o.warmup < 0 {
 		return nil, errors.New("--groups, --duration and --warmup cannot be negative, --duration not zero")
+	}
+	if o.scenario == "outage" && (o.url != "" || o.vs != "") {
+		return nil, errors.New("outage stops and starts the PostgreSQL behind the broker: it runs only on the broker the bench starts (no --url, no --vs)")
 	}
 	if o.scenario == "all" {
 		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples"} {
@@ -188,6 +195,9 @@ func (o *options) jobs() []job {
 	mixed := MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.intOr("conns", o.conns, 8),
 		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
 	wake := WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
+	// The figures of the issue it answers: 8 connections, 10 messages per request.
+	outage := OutageConfig{Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
+		Conns: o.intOr("conns", o.conns, 8), Duration: o.duration, Every: o.every}
 
 	ceilingJob := func(c CeilingConfig) job {
 		return job{"ceiling", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunCeiling(ctx, t, c) }}
@@ -204,6 +214,9 @@ func (o *options) jobs() []job {
 	wakeJob := func(c WakeConfig) job {
 		return job{"wake", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunWake(ctx, t, c) }}
 	}
+	outageJob := func(c OutageConfig) job {
+		return job{"outage", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunOutage(ctx, t, c) }}
+	}
 
 	switch o.scenario {
 	case "ceiling":
@@ -216,6 +229,8 @@ func (o *options) jobs() []job {
 		return []job{mixedJob(mixed)}
 	case "wake":
 		return []job{wakeJob(wake)}
+	case "outage":
+		return []job{outageJob(outage)}
 	}
 	// all: the issue's standard set. The pre-fills are sized so that consumers at the targets
 	// (22k msg/s pop+ack, 40k autoAck) are measured for most of the window instead of
@@ -261,7 +276,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		}
 	} else {
 		fmt.Println("starting the broker (go build ./cmd/queen, local PostgreSQL)...")
-		bp, err := startBroker(ctx, o.env)
+		bp, err := startBroker(ctx, o.env, o.scenario == "outage")
 		if err != nil {
 			return nil, err
 		}

@@ -35,13 +35,19 @@ type producer struct {
 	errs  *errorCounts
 	seq   int64
 	body  []byte
+	// spooled takes the disk spool's answers as the outage scenario expects them: an item
+	// answered "buffered" is stored (and must be delivered), a 503 spool_full answer stored
+	// nothing and is no error. buffered and refused count those items so far.
+	spooled           bool
+	buffered, refused int64
 }
 
 func newProducer(id int, c *client, queue string, parts []string, size int, led *ledger, errs *errorCounts) *producer {
 	return &producer{id: id, conn: c.conn(), queue: queue, parts: parts, size: size, led: led, errs: errs}
 }
 
-// push sends one request of n messages to partition k and returns how many were queued.
+// push sends one request of n messages to partition k and returns how many were stored:
+// answered queued, or buffered when spooled.
 func (p *producer) push(k, n int) int {
 	b := append(p.body[:0], `{"items":[`...)
 	for i := range n {
@@ -60,12 +66,22 @@ func (p *producer) push(k, n int) int {
 	}
 	p.body = append(b, "]}"...)
 	res, err := p.conn.push(p.body, n)
+	full := p.spooled && isSpoolFull(err)
 	row := p.led.rows[p.id]
 	ok := 0
 	for i := range n {
 		st := uncertain
-		if err == nil && res[i].Status == "queued" {
+		switch {
+		case full:
+			st = refused
+		case err != nil:
+		case res[i].Status == "queued":
 			st = queued
+		case res[i].Status == "buffered" && p.spooled:
+			st = buffered
+			p.buffered++
+		}
+		if st == queued || st == buffered {
 			ok++
 		}
 		row = append(row, st)
@@ -74,6 +90,8 @@ func (p *producer) push(k, n int) int {
 	p.seq += int64(n)
 	p.led.queued.Add(int64(ok))
 	switch {
+	case full:
+		p.refused += int64(n)
 	case err != nil:
 		p.errs.note(err)
 	case ok < n:

@@ -16,7 +16,7 @@ import (
 
 // Result is one scenario run against one broker.
 type Result struct {
-	Scenario string  `json:"scenario"` // ceiling, push, consume, fan-out, mixed, wake
+	Scenario string  `json:"scenario"` // ceiling, push, consume, fan-out, mixed, wake, outage
 	Label    string  `json:"label"`    // scenario and its parameters, as in the table
 	Target   string  `json:"target"`   // A, or B for the --vs broker
 	URL      string  `json:"url,omitempty"`
@@ -44,6 +44,10 @@ type Result struct {
 
 	// wake: Latency is push answer → pop answer; this is push sent → pop answer
 	WakeFromPushSent *Percentiles `json:"wakeFromPushSentMs,omitempty"`
+
+	// outage: the run per interval, and the spool's drain once PostgreSQL was back
+	Intervals []OutageInterval `json:"intervals,omitempty"`
+	Drain     *OutageDrain     `json:"drain,omitempty"`
 
 	Verified bool     `json:"verified"`
 	Failures []string `json:"failures,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"queen/persistence/localpg"
 )
 
 // Target is a broker under test and what the bench knows about it.
@@ -30,6 +33,9 @@ type Target struct {
 	// wake scenario polls instead of sleeping.
 	Native  bool
 	LogPath string // broker log, scanned for errors after each scenario; "" when not ours
+	// PG is the PostgreSQL behind the broker when the bench started it itself, so that the
+	// outage scenario can stop and start it; nil otherwise.
+	PG *benchPG
 
 	once sync.Once
 	c    *client
@@ -107,17 +113,71 @@ func (t *Target) logErrors(offset int64) []string {
 	return out
 }
 
+// benchPG is a PostgreSQL the bench runs itself (persistence/localpg), under a broker it
+// points there with PG_HOST: unlike the broker's own, the bench can stop and start it.
+type benchPG struct {
+	dir  string
+	log  *slog.Logger
+	conn string // conn string of the postgres database, the same across restarts
+
+	mu sync.Mutex
+	c  *localpg.Cluster // nil while stopped
+}
+
+// startPG creates (first time) and starts a PostgreSQL in dir, which must be enterable by the
+// server's user when we are root.
+func startPG(ctx context.Context, dir string) (*benchPG, error) {
+	p := &benchPG{dir: dir, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if err := p.start(ctx); err != nil {
+		return nil, err
+	}
+	p.conn = p.c.ConnString("postgres")
+	return p, nil
+}
+
+// start starts the server again after stop; the data directory is kept.
+func (p *benchPG) start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c != nil {
+		return nil
+	}
+	c, err := localpg.Start(ctx, localpg.Options{DataDir: p.dir, Logger: p.log})
+	if err != nil {
+		return fmt.Errorf("cannot start the bench's PostgreSQL: %w", err)
+	}
+	p.c = c
+	return nil
+}
+
+// stop shuts the server down (fast: open transactions roll back, clients are disconnected).
+func (p *benchPG) stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.c == nil {
+		return nil
+	}
+	if err := p.c.Stop(); err != nil {
+		return fmt.Errorf("cannot stop the bench's PostgreSQL: %w", err)
+	}
+	p.c = nil
+	return nil
+}
+
 // brokerProcess is a broker the bench built and started.
 type brokerProcess struct {
 	dir    string
 	cmd    *exec.Cmd
 	exited chan error // the broker's exit status, once
 	t      *Target
+	pg     *benchPG // the bench's PostgreSQL behind it, if any; stopped after the broker
 }
 
 // startBroker builds ./cmd/queen and runs it with its own local PostgreSQL in a temporary
-// directory, on a free port, and waits until /health answers 200.
-func startBroker(ctx context.Context, env []string) (*brokerProcess, error) {
+// directory, on a free port, and waits until /health answers 200. With ownPG the bench runs
+// that PostgreSQL itself and the broker reaches it through PG_HOST, so the outage scenario can
+// stop and start it.
+func startBroker(ctx context.Context, env []string, ownPG bool) (*brokerProcess, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
@@ -169,6 +229,14 @@ func startBroker(ctx context.Context, env []string) (*brokerProcess, error) {
 	}
 	cmd.Env = append(cmd.Env, "QUEEN_DATA_DIR="+dataDir, "PORT="+strconv.Itoa(port),
 		"QUEEN_BIND_ADDR=127.0.0.1", "LOG_LEVEL=warn")
+	pgConn := fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres sslmode=disable", filepath.Join(dataDir, "run"))
+	if ownPG {
+		if p.pg, err = startPG(ctx, filepath.Join(dir, "pg")); err != nil {
+			return nil, err
+		}
+		pgConn = p.pg.conn
+		cmd.Env = append(cmd.Env, "PG_HOST="+filepath.Join(dir, "pg", "run"), "PG_PORT=5432", "PG_USER=postgres", "PG_DB=postgres")
+	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so a ^C at the terminal reaches only the bench, which then stops
@@ -183,7 +251,7 @@ func startBroker(ctx context.Context, env []string) (*brokerProcess, error) {
 	go func() { exited <- cmd.Wait() }()
 
 	t := &Target{URL: fmt.Sprintf("http://127.0.0.1:%d", port), BrokerPID: cmd.Process.Pid, LogPath: logPath, Native: true,
-		PGConn: fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres sslmode=disable", filepath.Join(dataDir, "run"))}
+		PGConn: pgConn, PG: p.pg}
 	p.t = t
 	deadline := time.Now().Add(3 * time.Minute) // a first start runs initdb
 	for {
@@ -202,7 +270,10 @@ func startBroker(ctx context.Context, env []string) (*brokerProcess, error) {
 			return nil, fmt.Errorf("the broker did not answer /health within 3 minutes: %s", tailFile(logPath))
 		}
 	}
-	t.PGPID = postmasterPID(filepath.Join(dataDir, "pgdata"))
+	if !ownPG {
+		// The bench's own is restarted by the outage scenario: no CPU figure across that.
+		t.PGPID = postmasterPID(filepath.Join(dataDir, "pgdata"))
+	}
 	ok = true
 	return p, nil
 }
@@ -236,6 +307,11 @@ func (p *brokerProcess) stop() error {
 			if err == nil {
 				err = errors.New("the broker left its PostgreSQL running after shutdown")
 			}
+		}
+	}
+	if p.pg != nil {
+		if perr := p.pg.stop(); perr != nil && err == nil {
+			err = perr
 		}
 	}
 	if rerr := os.RemoveAll(p.dir); rerr != nil && err == nil {

@@ -108,19 +108,22 @@ func partitionNames(n int) []string {
 const (
 	notPushed uint8 = iota
 	queued          // answered "queued"
-	uncertain       // the request failed or the item was not answered "queued": stored 0 or 1 times
+	buffered        // answered "buffered" (in the disk spool), where the scenario expects it
+	refused         // answered 503 spool_full: not stored
+	uncertain       // the request failed or the item was not answered as expected: stored 0 or 1 times
 )
 
 // ledger is what every producer pushed, indexed [producer][sequence]. Each producer appends to
 // its own row only, so producers need no lock; the rows are read once the producers are done.
 type ledger struct {
 	rows   [][]uint8
-	queued atomic.Int64
+	queued atomic.Int64 // answered queued or buffered
 }
 
 func newLedger(producers int) *ledger { return &ledger{rows: make([][]uint8, producers)} }
 
-// expected is the number of messages answered "queued".
+// expected is the number of messages answered "queued" (or "buffered"), all of which must be
+// delivered.
 func (l *ledger) expected() int64 { return l.queued.Load() }
 
 // span is the run of one (partition, producer) inside one delivered batch.
@@ -223,8 +226,8 @@ func (g *groupLog) check(l *ledger) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var fails []string
-	var missing, dup, unexpected int64
-	var exMissing, exDup, exUnexpected string
+	var missing, dup, unexpected, stored int64
+	var exMissing, exDup, exUnexpected, exStored string
 	for p := 0; p < max(len(l.rows), len(g.got)); p++ {
 		var pushed, got []uint8
 		if p < len(l.rows) {
@@ -242,10 +245,15 @@ func (g *groupLog) check(l *ledger) []string {
 				n = got[s]
 			}
 			switch {
-			case st == queued && n == 0:
+			case (st == queued || st == buffered) && n == 0:
 				missing++
 				if exMissing == "" {
 					exMissing = fmt.Sprintf(" (first: producer %d message %d)", p, s)
+				}
+			case st == refused && n > 0:
+				stored++
+				if exStored == "" {
+					exStored = fmt.Sprintf(" (first: producer %d message %d)", p, s)
 				}
 			case n > 1:
 				dup++
@@ -261,7 +269,10 @@ func (g *groupLog) check(l *ledger) []string {
 		}
 	}
 	if missing > 0 {
-		fails = append(fails, fmt.Sprintf("%s: %d messages answered queued were never delivered%s", g.name, missing, exMissing))
+		fails = append(fails, fmt.Sprintf("%s: %d messages answered queued or buffered were never delivered%s", g.name, missing, exMissing))
+	}
+	if stored > 0 {
+		fails = append(fails, fmt.Sprintf("%s: %d messages answered spool full (not stored) were delivered%s", g.name, stored, exStored))
 	}
 	if dup > 0 {
 		fails = append(fails, fmt.Sprintf("%s: %d messages were delivered more than once%s", g.name, dup, exDup))

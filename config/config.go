@@ -95,6 +95,7 @@ type Config struct {
 	SpoolFlush    time.Duration // FILE_BUFFER_FLUSH_MS: drain cadence
 	SpoolMaxBatch int           // FILE_BUFFER_MAX_BATCH: records per replay transaction
 	SpoolAfter    time.Duration // FILE_BUFFER_DB_WAIT_MS: how long a push waits on PostgreSQL before it is spooled
+	SpoolMaxBytes int64         // FILE_BUFFER_MAX_BYTES: bound of the pending spool segments (0: none)
 	FlagsRefresh  time.Duration // QUEEN_CACHE_REFRESH_INTERVAL_MS: re-read of the maintenance flags
 	MeshEnabled   bool          // QUEEN_SYNC_ENABLED
 	MeshPeers     []string      // QUEEN_MESH_PEERS (alias QUEEN_UDP_PEERS), host:port
@@ -163,6 +164,10 @@ func Load(getenv func(string) string) (Config, error) {
 		SpoolFlush:    r.millis(100, "FILE_BUFFER_FLUSH_MS"),
 		SpoolMaxBatch: r.intIn(100, 1, 100000, "FILE_BUFFER_MAX_BATCH"),
 		SpoolAfter:    r.millis(2000, "FILE_BUFFER_DB_WAIT_MS"),
+		// 10 GiB: about 25 minutes of pushes at the 20k msg/s one broker takes, hours at
+		// ordinary rates. A fixed size rather than a share of the free disk, which other
+		// programs change under the broker: the operator sizes it to the spool's disk.
+		SpoolMaxBytes: r.int64In(10<<30, 0, 1<<60, "FILE_BUFFER_MAX_BYTES"),
 		FlagsRefresh:  r.millis(10000, "QUEEN_CACHE_REFRESH_INTERVAL_MS"),
 		MeshEnabled:   r.boolean(true, "QUEEN_SYNC_ENABLED"),
 		MeshPort:      r.intIn(6633, 1, 65535, "QUEEN_MESH_PORT", "QUEEN_UDP_NOTIFY_PORT"),
@@ -223,11 +228,15 @@ func (r *reader) str(def string, names ...string) string {
 }
 
 func (r *reader) intIn(def, min, max int, names ...string) int {
+	return int(r.int64In(int64(def), int64(min), int64(max), names...))
+}
+
+func (r *reader) int64In(def, min, max int64, names ...string) int64 {
 	name, v, ok := r.lookup(names...)
 	if !ok {
 		return def
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
 		r.fail(name, v, "must be an integer")
 		return def

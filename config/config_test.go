@@ -40,6 +40,7 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		"DEFAULT_SUBSCRIPTION_MODE":   "latest",
 		"LOG_LEVEL":                   "loud",
 		"POP_WAIT_BACKOFF_MULTIPLIER": "x",
+		"FILE_BUFFER_MAX_BYTES":       "10GiB",
 	} {
 		_, err := Load(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -80,5 +81,18 @@ func TestMaxConnections(t *testing.T) {
 		if _, err := Load(env(map[string]string{"QUEEN_MAX_CONNECTIONS": v})); err == nil || !strings.Contains(err.Error(), "QUEEN_MAX_CONNECTIONS") {
 			t.Errorf("QUEEN_MAX_CONNECTIONS=%s: want an error naming the variable, got %v", v, err)
 		}
+	}
+}
+
+// TestSpoolMaxBytes: a plain byte count, 10 GiB by default, 0 for no bound, never negative.
+func TestSpoolMaxBytes(t *testing.T) {
+	for v, want := range map[string]int64{"": 10 << 30, "0": 0, "65536": 65536, " 21474836480 ": 20 << 30} {
+		c, err := Load(env(map[string]string{"FILE_BUFFER_MAX_BYTES": v}))
+		if err != nil || c.SpoolMaxBytes != want {
+			t.Errorf("FILE_BUFFER_MAX_BYTES=%q: %d, %v; want %d", v, c.SpoolMaxBytes, err, want)
+		}
+	}
+	if _, err := Load(env(map[string]string{"FILE_BUFFER_MAX_BYTES": "-1"})); err == nil || !strings.Contains(err.Error(), "FILE_BUFFER_MAX_BYTES") {
+		t.Errorf("FILE_BUFFER_MAX_BYTES=-1: %v; want an error naming the variable", err)
 	}
 }

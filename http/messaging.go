@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"queen/actors"
 	"queen/fusion"
 	"queen/persistence"
+	"queen/spool"
 )
 
 // timeFormat renders timestamps as the clients expect: UTC, microseconds, a literal Z.
@@ -115,10 +117,15 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, status, results)
 }
 
+// errSpoolFull answers a push the disk spool had no room for (FILE_BUFFER_MAX_BYTES reached, or
+// the disk full) while it could not go to PostgreSQL: nothing of it was stored, and the client
+// should retry later. Its text is the answer's error.
+var errSpoolFull = errors.New("the disk spool is full: the push was not stored; retry later")
+
 // storeItems sends the items of each queue to that queue's actor and gathers the answers in
 // request order. The status is 200 when everything reached PostgreSQL, 201 when items went to
 // the disk spool (as the reference answers its synchronous path), 500 when the spool could not
-// take them either.
+// take them either, 503 (errSpoolFull) when the spool had no room for them.
 func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 	type slot struct {
 		idx   []int
@@ -163,6 +170,10 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 				out[i].TransactionIDCamel = items[i].TransactionID
 			}
 			continue
+		case errors.Is(rep.Err, spool.ErrFull):
+			// Counted here, logged by the spool (once per interval, not once per push).
+			s.Metrics.GetOrCreateCounter("queen_spool_full_refused_messages_total").Add(len(sl.idx))
+			return nil, 0, errSpoolFull
 		case rep.Err != nil && rep.Results == nil && s.Maintenance.Push():
 			// Push maintenance and the spool refused the write.
 			s.Log.Error("cannot spool a push", "queue", q, "err", rep.Err)

@@ -37,7 +37,8 @@ func badf(msg string) error { return &badRequest{msg} }
 
 // writeError maps err to a status: 400 for bad input, 503 when PostgreSQL cannot be reached,
 // 500 otherwise. Only a badRequest's text reaches the client: any other error may carry the
-// database's words, so it is logged with the request id and answered with the id alone.
+// database's words, so it is logged with the request id and answered with the id alone. A
+// push the disk spool had no room for is a 503 too, with a text of its own.
 func writeError(ctx *fasthttp.RequestCtx, err error) {
 	var bad *badRequest
 	var large *tooLarge
@@ -47,6 +48,9 @@ func writeError(ctx *fasthttp.RequestCtx, err error) {
 		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: bad.msg})
 	case errors.As(err, &large):
 		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: large.msg})
+	case errors.Is(err, errSpoolFull):
+		ctx.Response.Header.Set("Retry-After", "1")
+		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: errSpoolFull.Error(), Code: "spool_full"})
 	case errors.Is(err, errDeadline):
 		log.Warn("request timed out waiting for the database", "request_id", requestID(ctx), "path", string(ctx.Path()))
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: "database did not answer in time"})

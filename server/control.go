@@ -94,26 +94,19 @@ func (c *control) loop(ctx context.Context) {
 
 // drainOnce replays the spool into PostgreSQL unless push maintenance is on. A failure that
 // says PostgreSQL is unreachable stops the round and marks it unhealthy; pushes keep going to
-// the spool until a later round gets through.
+// the spool until a later round gets through. The active segment is sealed only when the drain
+// can proceed (drainReady): sealing it on every tick of an outage left one small file per tick.
 func (c *control) drainOnce(ctx context.Context) {
 	if c.maint.Push() {
 		return
 	}
-	if c.spool.Stats().Records == 0 {
-		if !c.dbHealthy.Load() {
-			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			if c.store.Ping(pctx) == nil {
-				c.setHealthy(true, nil)
-			}
+	if c.spool.Empty() {
+		if !c.dbHealthy.Load() && c.drainReady(ctx) == nil {
+			c.setHealthy(true, nil)
 		}
 		return
 	}
-	if err := c.spool.Seal(); err != nil {
-		c.log.Error("cannot seal the spool's active segment", "err", err)
-		return
-	}
-	n, err := c.spool.Drain(ctx, c.cfg.SpoolMaxBatch, func(batch [][]byte) (map[int]string, error) {
+	n, err := c.spool.DrainWhenReady(ctx, c.cfg.SpoolMaxBatch, c.drainReady, func(batch [][]byte) (map[int]string, error) {
 		if c.maint.Push() {
 			return nil, errDrainPaused
 		}
@@ -122,13 +115,29 @@ func (c *control) drainOnce(ctx context.Context) {
 	if n > 0 {
 		c.log.Info("spool drained into PostgreSQL", "records", n, "pending", c.spool.Stats().Records)
 	}
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, errDrainPaused) {
-			c.setHealthy(false, err)
-		}
-		return
+	switch {
+	case err == nil:
+		c.setHealthy(true, nil)
+	case ctx.Err() != nil || errors.Is(err, errDrainPaused):
+	case persistence.IsUnavailable(err):
+		c.setHealthy(false, err)
+	default:
+		c.log.Error("cannot drain the spool", "err", err)
 	}
-	c.setHealthy(true, nil)
+}
+
+// drainReady says whether a drain can proceed: push maintenance off, and PostgreSQL reachable
+// (asked again when the last attempt found it away).
+func (c *control) drainReady(ctx context.Context) error {
+	if c.maint.Push() {
+		return errDrainPaused
+	}
+	if c.dbHealthy.Load() {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return c.store.Ping(pctx)
 }
 
 // orphanLease queues the lease of a failed pop for release; implements actors.Deps.OrphanLease.

@@ -85,6 +85,34 @@ type outageCluster struct {
 	frozen  []int // processes stopped with SIGSTOP
 }
 
+// newOutageCluster starts a PostgreSQL of the test's own, to stop and start under a broker.
+// Call it before starting the broker: its cleanup then runs after the broker's shutdown.
+func newOutageCluster(t *testing.T) *outageCluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "queen-outage-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MkdirTemp makes it 0700; when we are root the cluster's own user has to enter it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pg := &outageCluster{dir: dir, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	t.Cleanup(func() {
+		pg.thaw()
+		pg.mu.Lock()
+		defer pg.mu.Unlock()
+		if pg.cluster != nil {
+			if err := pg.cluster.Stop(); err != nil {
+				t.Errorf("stop PostgreSQL: %v", err)
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	pg.start(t)
+	return pg
+}
+
 func (o *outageCluster) stop(t *testing.T) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -198,29 +226,8 @@ func runOutage(t *testing.T, sc outageScenario) {
 	parts := []string{"p0", "p1", "p2"}
 	groups := []string{"", "g1"}
 
-	dir, err := os.MkdirTemp("/tmp", "queen-outage-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// MkdirTemp makes it 0700; when we are root the cluster's own user has to enter it.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	pg := &outageCluster{dir: dir, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	t.Cleanup(func() { // runs after the broker's shutdown, registered below
-		pg.thaw()
-		pg.mu.Lock()
-		defer pg.mu.Unlock()
-		if pg.cluster != nil {
-			if err := pg.cluster.Stop(); err != nil {
-				t.Errorf("stop PostgreSQL: %v", err)
-			}
-		}
-		os.RemoveAll(dir)
-	})
-	pg.start(t)
-
+	pg := newOutageCluster(t)
 	c := servertest.Start(t, pg.cluster.ConnString("postgres"), map[string]string{
 		"QUEEN_SERVER_ID":        "outage-broker",
 		"FILE_BUFFER_DB_WAIT_MS": "2000",

@@ -131,7 +131,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	log.Info("database ready", "pool_size", cfg.DBPoolSize)
 
-	if b.spool, err = spool.Open(spool.Options{Dir: cfg.SpoolDir, Log: log.With("subsystem", "spool")}); err != nil {
+	if b.spool, err = spool.Open(spool.Options{Dir: cfg.SpoolDir, MaxBytes: cfg.SpoolMaxBytes, Log: log.With("subsystem", "spool")}); err != nil {
 		return nil, fmt.Errorf("cannot open the spool in FILE_BUFFER_DIR %s: %w", cfg.SpoolDir, err)
 	}
 	st := b.spool.Stats()

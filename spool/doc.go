@@ -4,7 +4,17 @@
 // Append calls share fsyncs (group commit). A segment that grows past Options.SegmentBytes, or
 // that Seal or Close is called on, is sealed: fsynced and renamed atomically. Drain replays the
 // sealed segments oldest first and deletes each one only after the callback accepted all of its
-// records. Records the callback refuses for good are moved to failed/.
+// records. Records the callback refuses for good are moved to failed/. DrainWhenReady seals the
+// active segment and drains everything, but only once its caller says the consumer is there:
+// during an outage the active segment fills up to SegmentBytes instead of being sealed small.
+//
+// # Size bound
+//
+// With Options.MaxBytes set, an Append that would take the pending segments (headers included)
+// past it is refused whole with ErrFull before anything is written; so is one that finds the
+// disk full (ENOSPC), whose partial write is cut off the segment. Nothing already appended is
+// ever dropped to make room: room comes back as Drain deletes segments. Refusals are logged at
+// most once per 10 s with their count, and once more when appends are accepted again.
 //
 // # Directory layout
 //

@@ -61,6 +61,22 @@ func (s *Spool) Drain(ctx context.Context, maxBatch int, fn func(batch [][]byte)
 	}
 }
 
+// DrainWhenReady delivers every pending record, the active segment's included, but only once
+// ready says the consumer can take them: the active segment is sealed only then. While ready
+// fails nothing is sealed or read and its error is returned, so that appends during a long
+// outage fill the active segment up to SegmentBytes instead of leaving one small segment per
+// attempt. fn and the return values are as for Drain; a seal failure is returned without a
+// drain, as the spool then refuses appends until it is reopened.
+func (s *Spool) DrainWhenReady(ctx context.Context, maxBatch int, ready func(context.Context) error, fn func(batch [][]byte) (refused map[int]string, err error)) (int, error) {
+	if err := ready(ctx); err != nil {
+		return 0, err
+	}
+	if err := s.Seal(); err != nil {
+		return 0, fmt.Errorf("cannot seal the active segment of spool %s: %w", s.dir, err)
+	}
+	return s.Drain(ctx, maxBatch, fn)
+}
+
 type refusedRecord struct {
 	index  int64
 	reason string
@@ -139,9 +155,7 @@ func (s *Spool) drainSegment(ctx context.Context, seg *segment, maxBatch int, fn
 		return delivered, err
 	}
 	s.mu.Lock()
-	if i := slices.Index(s.sealed, seg); i >= 0 {
-		s.sealed = slices.Delete(s.sealed, i, i+1)
-	}
+	s.removeSealedLocked(seg)
 	s.failed += int64(len(refused))
 	s.mu.Unlock()
 	return delivered, nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,6 +22,16 @@ const DefaultSegmentBytes = 16 << 20
 
 // ErrClosed is returned by calls on a closed Spool.
 var ErrClosed = errors.New("spool is closed")
+
+// ErrFull is returned (wrapped) by an Append that was refused for lack of room: it would have
+// taken the pending segments past Options.MaxBytes, or the disk is full (ENOSPC). Nothing of the
+// refused call is stored, nothing stored before is touched, and a later Append may succeed once
+// Drain has freed room.
+var ErrFull = errors.New("spool is full")
+
+// fullLogEvery spaces the log lines about refused appends: under load a full spool refuses
+// thousands of calls a second, and one line per interval with their count says the same.
+const fullLogEvery = 10 * time.Second
 
 const (
 	activeExt = ".active"
@@ -36,6 +47,7 @@ const (
 type Options struct {
 	Dir          string       // segments live here; failed/ holds refused records
 	SegmentBytes int64        // seal the active segment when it grows past this (default 16 MiB)
+	MaxBytes     int64        // refuse (ErrFull) an Append that would take the segments past this; 0: no bound
 	Log          *slog.Logger // nil discards
 }
 
@@ -55,6 +67,7 @@ type Stats struct {
 type Spool struct {
 	dir          string
 	segmentBytes int64
+	maxBytes     int64
 	log          *slog.Logger
 	lock         *os.File
 
@@ -71,12 +84,26 @@ type Spool struct {
 	synced  uint64 // writes up to this one are durable
 	syncing bool   // a goroutine is fsyncing the active segment without holding mu
 	failed  int64
+	// Totals of the sealed segments, kept on seal, drain and Open so that Stats and the size
+	// bound cost the same with ten segments or ten thousand.
+	sealedRecords int64
+	sealedBytes   int64
+	// Refused appends not logged yet, and when the last line about them was logged; full says
+	// appends are being refused (reset by the next one that succeeds).
+	full        bool
+	fullRefused int64
+	fullLogged  time.Time
 
 	syncs atomic.Int64
+
+	// pending counts the records appended and not drained, for Empty: Stats().Records, plus
+	// those of a segment a failed seal left for the next Open (pushes must stay behind them).
+	pending atomic.Int64
 
 	// Test hooks, set before the Spool is used concurrently.
 	testHookBeforeSync func()
 	testHookAfterWrite func()
+	testHookWrite      func(f *os.File, b []byte) (int, error) // replaces f.Write of records
 }
 
 type segment struct {
@@ -108,8 +135,8 @@ func Open(o Options) (*Spool, error) {
 	if o.Dir == "" {
 		return nil, errors.New("cannot open spool: Options.Dir is empty")
 	}
-	if o.SegmentBytes < 0 {
-		return nil, fmt.Errorf("cannot open spool %s: negative SegmentBytes %d", o.Dir, o.SegmentBytes)
+	if o.SegmentBytes < 0 || o.MaxBytes < 0 {
+		return nil, fmt.Errorf("cannot open spool %s: negative SegmentBytes %d or MaxBytes %d", o.Dir, o.SegmentBytes, o.MaxBytes)
 	}
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
@@ -134,6 +161,7 @@ func Open(o Options) (*Spool, error) {
 	s := &Spool{
 		dir:          o.Dir,
 		segmentBytes: o.SegmentBytes,
+		maxBytes:     o.MaxBytes,
 		log:          o.Log,
 		lock:         lock,
 		nextSeq:      1,
@@ -190,8 +218,9 @@ func (s *Spool) recover() error {
 			s.log.Info("spool: sealed the active segment of a previous process",
 				"file", path, "records", seg.records)
 		}
-		s.sealed = append(s.sealed, seg)
+		s.addSealedLocked(seg)
 	}
+	s.pending.Store(s.sealedRecords)
 	if dirty {
 		if err := syncDir(s.dir); err != nil {
 			return err
@@ -261,6 +290,9 @@ func (s *Spool) checkSegment(path string, seq uint64) (seg *segment, changed boo
 // Append writes records durably: it returns only after the bytes are fsynced. Concurrent Append
 // calls share fsyncs (group commit: one goroutine syncs for everyone waiting). Records of one
 // call stay contiguous, in order and in one segment. Records must be 1..MaxRecordBytes bytes.
+//
+// A call that would take the pending segments past Options.MaxBytes, or that finds the disk full,
+// returns an error wrapping ErrFull and stores none of its records.
 func (s *Spool) Append(records [][]byte) error {
 	if len(records) == 0 {
 		return nil
@@ -288,32 +320,79 @@ func (s *Spool) Append(records [][]byte) error {
 	if s.err != nil {
 		return s.err
 	}
+	if err := s.writeLocked(buf, len(records)); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			err = fmt.Errorf("%w: %w", ErrFull, err)
+		}
+		if errors.Is(err, ErrFull) {
+			s.refusedLocked(len(records), err)
+		}
+		return err
+	}
+	if s.full {
+		s.log.Info("spool: appends accepted again", "refusedRecordsSinceLastLog", s.fullRefused)
+		s.full, s.fullRefused, s.fullLogged = false, 0, time.Time{}
+	}
+	my := s.written
+	if s.testHookAfterWrite != nil {
+		s.testHookAfterWrite()
+	}
+	if s.active.bytes >= s.segmentBytes {
+		// The seal fsyncs the segment, which makes this write durable. A failure is sticky and
+		// returned by waitSyncedLocked unless the write was already synced.
+		_ = s.sealActiveLocked(s.active)
+	}
+	return s.waitSyncedLocked(my)
+}
+
+// writeLocked checks the size bound, then writes buf (count records) to the active segment,
+// creating it first if needed. On error nothing of buf is left in the segment.
+func (s *Spool) writeLocked(buf []byte, count int) error {
+	need := int64(len(buf))
+	onDisk := s.sealedBytes
+	if s.active != nil {
+		onDisk += s.active.bytes
+	} else {
+		need += headerSize
+	}
+	if s.maxBytes > 0 && onDisk+need > s.maxBytes {
+		return fmt.Errorf("%w: %d more bytes would take the pending segments (%d bytes) past the %d byte bound",
+			ErrFull, need, onDisk, s.maxBytes)
+	}
 	if s.active == nil {
 		if err := s.createActiveLocked(); err != nil {
 			return err
 		}
 	}
 	a := s.active
-	if _, err := a.f.Write(buf); err != nil {
+	write := a.f.Write
+	if s.testHookWrite != nil {
+		write = func(b []byte) (int, error) { return s.testHookWrite(a.f, b) }
+	}
+	if _, err := write(buf); err != nil {
 		// Cut off what part of the write landed, so the segment stays well-formed.
 		if terr := a.f.Truncate(a.bytes); terr != nil {
 			s.failLocked(fmt.Errorf("cannot truncate %s after a failed write: %w", a.f.Name(), terr))
 		}
-		return fmt.Errorf("cannot write %d records to %s: %w", len(records), a.f.Name(), err)
+		return fmt.Errorf("cannot write %d records to %s: %w", count, a.f.Name(), err)
 	}
-	a.bytes += int64(n)
-	a.records += int64(len(records))
+	a.bytes += int64(len(buf))
+	a.records += int64(count)
+	s.pending.Add(int64(count))
 	s.written++
-	my := s.written
-	if s.testHookAfterWrite != nil {
-		s.testHookAfterWrite()
+	return nil
+}
+
+// refusedLocked logs appends refused for lack of room: the first at once, then at most one line
+// per fullLogEvery with the number refused since the previous line.
+func (s *Spool) refusedLocked(records int, err error) {
+	s.full = true
+	s.fullRefused += int64(records)
+	if now := time.Now(); s.fullLogged.IsZero() || now.Sub(s.fullLogged) >= fullLogEvery {
+		s.log.Warn("spool: full; appends are refused until the drain frees room",
+			"refusedRecordsSinceLastLog", s.fullRefused, "dir", s.dir, "err", err)
+		s.fullRefused, s.fullLogged = 0, now
 	}
-	if a.bytes >= s.segmentBytes {
-		// The seal fsyncs the segment, which makes this write durable. A failure is sticky and
-		// returned by waitSyncedLocked unless the write was already synced.
-		_ = s.sealActiveLocked(a)
-	}
-	return s.waitSyncedLocked(my)
 }
 
 // waitSyncedLocked returns once the write numbered my is durable. Whoever finds no fsync in
@@ -424,8 +503,27 @@ func (s *Spool) sealActiveLocked(a *activeSegment) error {
 		return s.failLocked(err)
 	}
 	seg := a.segment
-	s.sealed = append(s.sealed, &seg)
+	s.addSealedLocked(&seg)
 	return nil
+}
+
+// addSealedLocked queues a sealed segment for Drain.
+func (s *Spool) addSealedLocked(seg *segment) {
+	s.sealed = append(s.sealed, seg)
+	s.sealedRecords += seg.records
+	s.sealedBytes += seg.bytes
+}
+
+// removeSealedLocked forgets a drained segment.
+func (s *Spool) removeSealedLocked(seg *segment) {
+	i := slices.Index(s.sealed, seg)
+	if i < 0 {
+		return
+	}
+	s.sealed = slices.Delete(s.sealed, i, i+1)
+	s.sealedRecords -= seg.records
+	s.sealedBytes -= seg.bytes
+	s.pending.Add(-seg.records)
 }
 
 // failLocked makes err sticky: the on-disk state of the active segment is unknown after a failed
@@ -439,28 +537,29 @@ func (s *Spool) failLocked(err error) error {
 	return err
 }
 
-// Stats returns what is pending. It is cheap: the numbers are kept in memory.
+// Stats returns what is pending. It costs the same whatever the number of segments: the totals
+// are kept as segments are appended to, sealed, drained and recovered.
 func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Failed: s.failed, Syncs: s.syncs.Load()}
-	for _, seg := range s.sealed {
-		st.add(seg)
+	st := Stats{Segments: len(s.sealed), Records: s.sealedRecords, Bytes: s.sealedBytes, Failed: s.failed, Syncs: s.syncs.Load()}
+	if len(s.sealed) > 0 {
+		st.Oldest = s.sealed[0].created
 	}
-	if s.active != nil && s.active.records > 0 {
-		st.add(&s.active.segment)
+	if a := s.active; a != nil && a.records > 0 {
+		if st.Segments == 0 {
+			st.Oldest = a.created
+		}
+		st.Segments++
+		st.Records += a.records
+		st.Bytes += a.bytes
 	}
 	return st
 }
 
-func (st *Stats) add(seg *segment) {
-	if st.Segments == 0 {
-		st.Oldest = seg.created
-	}
-	st.Segments++
-	st.Records += seg.records
-	st.Bytes += seg.bytes
-}
+// Empty reports whether no record is pending (Stats().Records == 0) without taking the lock
+// Append writes under: every push asks it.
+func (s *Spool) Empty() bool { return s.pending.Load() == 0 }
 
 // Close seals the active segment and closes the Spool. A Drain in progress finishes on its own.
 func (s *Spool) Close() error {

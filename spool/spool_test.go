@@ -46,7 +46,11 @@ func (b *logBuffer) warnings() []string {
 
 func openSpool(t *testing.T, dir string, segmentBytes int64, logs *logBuffer) *Spool {
 	t.Helper()
-	o := Options{Dir: dir, SegmentBytes: segmentBytes}
+	return openWith(t, Options{Dir: dir, SegmentBytes: segmentBytes}, logs)
+}
+
+func openWith(t *testing.T, o Options, logs *logBuffer) *Spool {
+	t.Helper()
 	if logs != nil {
 		o.Log = slog.New(slog.NewTextHandler(logs, nil))
 	}

@@ -22,19 +22,19 @@ type Options struct {
 }
 
 // New starts a batcher that fuses jobs into calls of exec. unavailable tells the errors that
-// mean exec cannot be reached at all (the database is down): see runFused.
+// mean exec cannot be reached at all (the database is down): see Run.
 func New[I, R any](o Options, exec Exec[I, R], unavailable func(error) bool) *Batcher[Job[I, R]] {
 	return NewBatcher(o.MaxItems, o.InFlight, jobSize[I, R], func(ctx context.Context, jobs []Job[I, R]) {
-		runFused(ctx, jobs, exec, unavailable)
+		Run(ctx, jobs, exec, unavailable)
 	})
 }
 
 func jobSize[I, R any](j Job[I, R]) int { return len(j.Items) }
 
-// runFused executes the items of all jobs in one call and hands each job its slice of the
-// results. If the fused call fails for a reason other than exec being unavailable, each job is
-// retried alone, so one request the database refuses cannot fail the others.
-func runFused[I, R any](ctx context.Context, jobs []Job[I, R], exec Exec[I, R], unavailable func(error) bool) {
+// Run executes the items of all jobs in one call and hands each job its slice of the results.
+// If the fused call fails for a reason other than exec being unavailable, each job is retried
+// alone, so one request the database refuses cannot fail the others.
+func Run[I, R any](ctx context.Context, jobs []Job[I, R], exec Exec[I, R], unavailable func(error) bool) {
 	if len(jobs) == 1 {
 		res, err := exec(ctx, jobs[0].Items)
 		jobs[0].Done(res, err)

@@ -72,9 +72,10 @@ type Mesh struct {
 	closeOnce sync.Once
 }
 
-// Start listens on cfg.ListenAddr (an error if it cannot be bound) and starts dialing every
-// peer in the background.
-func Start(cfg Config, h Handler) (*Mesh, error) {
+// New checks cfg, binds the mesh listener (an error if it cannot be bound) and starts dialing
+// the peers, without accepting yet: the broker hands the mesh to the parts that announce
+// through it, then lets it accept with the handler built from those parts (Accept).
+func New(cfg Config) (*Mesh, error) {
 	if !validServerID(cfg.ServerID) {
 		return nil, fmt.Errorf("cannot start mesh: server id %q must be 1 to %d bytes", cfg.ServerID, maxServerIDLen)
 	}
@@ -88,7 +89,7 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 		cfg.Log = slog.Default()
 	}
 	cfg.Secret = slices.Clone(cfg.Secret)
-	log := cfg.Log.With("subsystem", "mesh")
+	log := cfg.Log
 
 	ln := cfg.Listener
 	if ln == nil && cfg.ListenAddr != "" {
@@ -100,7 +101,7 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mesh{
-		cfg: cfg, h: h, log: log, ln: ln, ctx: ctx, cancel: cancel,
+		cfg: cfg, log: log, ln: ln, ctx: ctx, cancel: cancel,
 		// A write that cannot proceed this long means the peer stopped reading: reconnect.
 		writeTimeout: max(cfg.DeadAfter, time.Second),
 		// Heartbeats arrive every Heartbeat; silence this long means a half-open connection.
@@ -116,15 +117,6 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 	} else if len(cfg.Secret) < 16 {
 		log.Warn("QUEEN_SYNC_SECRET is shorter than 16 bytes: a captured handshake lets an attacker guess it offline")
 	}
-
-	if ln != nil {
-		// The peers' addresses are known before the first connection is accepted.
-		hosts := peerHosts(cfg.Peers)
-		m.resolvePeers(hosts)
-		m.wg.Add(2)
-		go m.resolveLoop(hosts)
-		go m.acceptLoop()
-	}
 	seen := map[string]bool{}
 	for _, addr := range cfg.Peers {
 		if addr == "" || seen[addr] {
@@ -135,10 +127,24 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 		p.pid = m.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &peerActor{m: m, p: p} }))
 		m.peers = append(m.peers, p)
 	}
-	log.Info("mesh started", "server_id", cfg.ServerID, "listen", m.Addr(), "peers", len(m.peers),
-		"auth", map[bool]string{true: "hmac", false: "off"}[len(cfg.Secret) > 0],
-		"heartbeat", cfg.Heartbeat, "dead_after", cfg.DeadAfter)
 	return m, nil
+}
+
+// Accept starts accepting the peers' connections and hands what they announce to h. It is
+// called once, before anything else may call h.
+func (m *Mesh) Accept(h Handler) {
+	m.h = h
+	if m.ln != nil {
+		// The peers' addresses are known before the first connection is accepted.
+		hosts := peerHosts(m.cfg.Peers)
+		m.resolvePeers(hosts)
+		m.wg.Add(2)
+		go m.resolveLoop(hosts)
+		go m.acceptLoop()
+	}
+	m.log.Info("mesh started", "server_id", m.cfg.ServerID, "listen", m.Addr(), "peers", len(m.peers),
+		"auth", map[bool]string{true: "hmac", false: "off"}[len(m.cfg.Secret) > 0],
+		"heartbeat", m.cfg.Heartbeat, "dead_after", m.cfg.DeadAfter)
 }
 
 // Addr is the address the mesh listens on ("" when it does not listen).

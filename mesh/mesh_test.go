@@ -120,7 +120,7 @@ func startNode(t *testing.T, cfg Config) *node {
 	if cfg.DeadAfter == 0 {
 		cfg.DeadAfter = time.Second
 	}
-	m, err := Start(cfg, n.h)
+	m, err := start(cfg, n.h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,12 +380,12 @@ func TestSendDropsInsteadOfBlocking(t *testing.T) {
 }
 
 func TestStartRefusesBadConfig(t *testing.T) {
-	if _, err := Start(Config{}, nil); err == nil {
+	if _, err := start(Config{}, nil); err == nil {
 		t.Fatal("started without a server id")
 	}
 	ln := listen(t)
 	defer ln.Close()
-	if _, err := Start(Config{ServerID: "a", ListenAddr: ln.Addr().String()}, nil); err == nil || !strings.Contains(err.Error(), "cannot listen") {
+	if _, err := start(Config{ServerID: "a", ListenAddr: ln.Addr().String()}, nil); err == nil || !strings.Contains(err.Error(), "cannot listen") {
 		t.Fatalf("err = %v, want a bind error", err)
 	}
 }
@@ -395,11 +395,11 @@ func TestCloseReleasesEverything(t *testing.T) {
 	before := runtime.NumGoroutine()
 	lnA, lnB := listen(t), listen(t)
 	addrA := lnA.Addr().String()
-	a, err := Start(Config{ServerID: "a", Listener: lnA, Peers: []string{lnB.Addr().String(), "127.0.0.1:1"}, Secret: testSecret, Heartbeat: 20 * time.Millisecond}, newRecorder())
+	a, err := start(Config{ServerID: "a", Listener: lnA, Peers: []string{lnB.Addr().String(), "127.0.0.1:1"}, Secret: testSecret, Heartbeat: 20 * time.Millisecond}, newRecorder())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Start(Config{ServerID: "b", Listener: lnB, Peers: []string{addrA}, Secret: testSecret, Heartbeat: 20 * time.Millisecond}, newRecorder())
+	b, err := start(Config{ServerID: "b", Listener: lnB, Peers: []string{addrA}, Secret: testSecret, Heartbeat: 20 * time.Millisecond}, newRecorder())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,4 +428,14 @@ func TestLivenessIsBounded(t *testing.T) {
 	if peerStats(n.m, "id-0").ServerID != "" || peerStats(n.m, fmt.Sprint("id-", maxTrackedServers+49)).ServerID == "" {
 		t.Fatal("the longest-silent ids were not the ones forgotten")
 	}
+}
+
+// start is New then Accept, as the broker does.
+func start(cfg Config, h Handler) (*Mesh, error) {
+	m, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.Accept(h)
+	return m, nil
 }

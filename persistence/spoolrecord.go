@@ -1,11 +1,14 @@
 package persistence
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"queen/fusion"
 )
 
 // spoolRecord is a PushItem as the disk spool stores it: the reference's event fields, JSON.
@@ -65,4 +68,52 @@ func DecodeSpoolRecord(b []byte) (PushItem, error) {
 		it.ProducerSub = *r.ProducerSub
 	}
 	return it, nil
+}
+
+// Replayed is what a replay of spool records stored: the partitions that received messages,
+// by queue (their parked pops are woken).
+type Replayed map[string][]string
+
+// Replay stores one batch of spool records in one transaction, as the push batcher would, with
+// its retry of each record alone when the transaction fails (fusion.Run), so one record the
+// database refuses for good cannot hold back the others. The original transactionIds make it
+// idempotent: a record already stored (a crash after commit, or a push that committed after it
+// was spooled) answers duplicate and is not stored twice. refused names the records that must
+// not be retried, by index, with the reason; err is set only when PostgreSQL is unavailable,
+// and then nothing is refused.
+func (s *Store) Replay(ctx context.Context, records [][]byte) (stored Replayed, refused map[int]string, err error) {
+	refused = map[int]string{}
+	stored = Replayed{}
+	var jobs []fusion.Job[PushItem, PushResult]
+	for i, rec := range records {
+		it, derr := DecodeSpoolRecord(rec)
+		if derr != nil {
+			refused[i] = derr.Error()
+			continue
+		}
+		jobs = append(jobs, fusion.Job[PushItem, PushResult]{
+			Items: []PushItem{it},
+			Done: func(res []PushResult, jerr error) {
+				switch {
+				case jerr != nil && IsUnavailable(jerr):
+					err = jerr
+				case jerr != nil:
+					refused[i] = jerr.Error()
+				case res[0].Status == StatusFailed:
+					// A clear record for a queue flagged encrypted since, and no key: keep it
+					// out of the database, in the failed records, rather than store it in clear.
+					refused[i] = res[0].Error
+				case res[0].Status == StatusQueued:
+					stored[it.Queue] = append(stored[it.Queue], it.Partition)
+				}
+			},
+		})
+	}
+	if len(jobs) > 0 {
+		fusion.Run(ctx, jobs, s.Push, IsUnavailable)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return stored, refused, nil
 }

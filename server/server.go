@@ -5,15 +5,13 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -26,41 +24,33 @@ import (
 	queenhttp "queen/http"
 	"queen/mesh"
 	"queen/persistence"
-	"queen/persistence/localpg"
-	"queen/seal"
 	"queen/spool"
 )
 
 // Version is the broker version reported by /health.
 const Version = "0.1.0"
 
-// Broker is one running broker.
+// Broker is one running broker: its services, each started with what it depends on, in
+// dependency order (Start), and stopped in the reverse order (Shutdown).
 type Broker struct {
-	cfg     config.Config
-	log     *slog.Logger
-	localPG *localpg.Cluster
-	store   *persistence.Store
-	push    *fusion.Lanes[persistence.PushItem, persistence.PushResult]
-	ack     *fusion.Batcher[fusion.Job[persistence.AckItem, persistence.AckResult]]
-	actors  *actors.System
-	http    *queenhttp.Server
-	ln      net.Listener
-	served  chan error // listener failures (serve)
-	jobs    *jobs
-	pprof   *http.Server // nil unless QUEEN_PPROF_ADDR is set
-	spool   *spool.Spool
-	control *control
-	auth    *auth.Verifier // nil when JWT_ENABLED=false
-
-	// Payload encryption, PostgreSQL TLS and the metrics listener (security.go).
-	sealKey   *seal.Key // nil without QUEEN_ENCRYPTION_KEY
-	encQueues *seal.Queues
-	stopEnc   context.CancelFunc
-	pgTLSConf *tls.Config // nil: plaintext (or the local cluster's unix socket)
-	metricsLn net.Listener
+	cfg    config.Config
+	log    *slog.Logger
+	db     *database
+	actors *actors.System
+	jobs   *jobs
+	front  *front
+	// stops undoes what Start did, last started first: the shutdown order is the start order
+	// read backwards, and a failed Start undoes what it had started the same way.
+	stops []stop
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+}
+
+// stop ends one service; name says which, in a failed shutdown's error.
+type stop struct {
+	name string
+	fn   func(ctx context.Context) error
 }
 
 // Options are what a caller can set beyond the environment configuration.
@@ -76,17 +66,24 @@ type Options struct {
 	jobRuns chan<- jobRun
 }
 
+// onStop registers how to stop what was just started.
+func (b *Broker) onStop(name string, fn func(ctx context.Context) error) {
+	b.stops = append(b.stops, stop{name, fn})
+}
+
+// quietly adapts a stop that cannot fail.
+func quietly(fn func()) func(context.Context) error {
+	return func(context.Context) error { fn(); return nil }
+}
+
 // Start boots a broker and starts serving HTTP. On error everything already started is stopped.
 func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (_ *Broker, err error) {
-	b := &Broker{cfg: cfg, log: log, served: make(chan error, 2)} // one per listener: neither blocks
+	b := &Broker{log: log}
 	defer func() {
 		if err != nil {
-			b.auth.Close()
-			b.stopEncryption()
-			b.stopDatabase()
+			b.stopAll(context.Background())
 		}
 	}()
-
 	if err = cfg.CheckTenancy(); err != nil {
 		return nil, err
 	}
@@ -95,74 +92,77 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	b.cfg = cfg
-	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
-	if cfg.JWT.Enabled {
-		if b.auth, err = auth.New(ctx, cfg.JWT, log.With("subsystem", "auth")); err != nil {
-			return nil, err
-		}
-	}
 
-	connString := opts.ConnString
-	if connString == "" {
-		if connString, err = b.database(ctx); err != nil {
+	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
+	var verifier *auth.Verifier
+	if cfg.JWT.Enabled {
+		if verifier, err = auth.New(ctx, cfg.JWT, log.With("subsystem", "auth")); err != nil {
 			return nil, err
 		}
+		b.onStop("auth", quietly(verifier.Close))
 	}
-	b.store, err = persistence.Open(ctx, connString, persistence.PoolOptions{
-		MaxConns: cfg.DBPoolSize, ConnectTimeout: cfg.DBConnTimeout, StatementTimeout: cfg.DBStmtTimeout,
-		TLS: b.pgTLSConf,
-	})
+	if b.db, err = openDatabase(ctx, cfg, log, opts.ConnString); err != nil {
+		return nil, err
+	}
+	b.onStop("database", quietly(b.db.close))
+	store := b.db.store
+	enc, err := startEncryption(ctx, cfg, store, log)
 	if err != nil {
 		return nil, err
 	}
-	if b.pgTLSConf != nil {
-		if err = b.checkPGTLS(ctx); err != nil {
-			b.store.Close()
-			return nil, err
-		}
-	}
-	if err = b.store.Migrate(ctx, log); err != nil {
-		b.store.Close()
-		return nil, err
-	}
-	if err = b.startEncryption(ctx); err != nil {
-		b.store.Close()
-		return nil, err
-	}
-	log.Info("database ready", "pool_size", cfg.DBPoolSize)
+	b.onStop("encryption", quietly(enc.close))
 
-	if b.spool, err = spool.Open(spool.Options{Dir: cfg.SpoolDir, MaxBytes: cfg.SpoolMaxBytes, Log: log.With("subsystem", "spool")}); err != nil {
+	sp, err := spool.Open(spool.Options{Dir: cfg.SpoolDir, MaxBytes: cfg.SpoolMaxBytes, Log: log.With("subsystem", "spool")})
+	if err != nil {
 		return nil, fmt.Errorf("cannot open the spool in FILE_BUFFER_DIR %s: %w", cfg.SpoolDir, err)
 	}
-	st := b.spool.Stats()
-	log.Info("spool ready", "dir", cfg.SpoolDir, "pending_records", st.Records, "failed_records", st.Failed)
-	b.control = newControl(cfg, log, b.store, b.spool)
-	b.control.encrypted = b.encQueues
-	if err = b.control.loadFlags(ctx); err != nil {
+	b.onStop("spool", func(context.Context) error { return sp.Close() })
+	st := sp.Stats()
+	log.Info("spool ready", "dir", cfg.SpoolDir, "pending_records", st.Records, "failed_records", st.Failed,
+		"max_bytes", cfg.SpoolMaxBytes)
+
+	b.jobs = startJobs(store, cfg, log, opts.jobRuns)
+	b.onStop("jobs", quietly(b.jobs.stop))
+
+	push := fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes},
+		store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
+	ack := fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight},
+		store.Ack, persistence.IsUnavailable)
+	b.onStop("fusion", quietly(func() { push.Close(); ack.Close() }))
+	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "push_lanes", cfg.PushLanes, "ack_in_flight", cfg.AckInFlight)
+
+	flags := &actors.Maintenance{}
+	if err = loadFlags(ctx, store, flags); err != nil {
 		return nil, err
 	}
-	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
+	log.Info("maintenance flags loaded", "push", flags.Push(), "pop", flags.Pop())
+	healthy := &atomic.Bool{}
+	healthy.Store(true)
+	orphans := newOrphanLeases(log, store, cfg.SpoolFlush)
+	orphans.start()
+	b.onStop("orphan leases", quietly(orphans.stop))
 
-	b.push = fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes},
-		b.store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
-	b.ack = fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight},
-		b.store.Ack, persistence.IsUnavailable)
 	set := metrics.NewSet()
-	ctl := b.control
+	m, err := b.newMesh(set, opts.MeshListener)
+	if err != nil {
+		return nil, err
+	}
+	var link peers = noPeers{}
+	if m != nil {
+		link = m
+		b.onStop("mesh", quietly(m.Close))
+	}
+
 	b.actors = actors.Start(&actors.Deps{
 		Metrics:     set,
-		Store:       b.store,
-		Push:        b.push,
-		Spool:       b.spool,
+		Store:       store,
+		Push:        push,
+		Spool:       sp,
 		SpoolAfter:  cfg.SpoolAfter,
-		Maintenance: ctl.maint,
-		DBHealthy:   &ctl.dbHealthy,
-		OrphanLease: ctl.orphanLease,
-		OnPushed: func(queue string, partitions []string) {
-			if ctl.mesh != nil {
-				ctl.mesh.MessageAvailable(queue, partitions)
-			}
-		},
+		Maintenance: flags,
+		DBHealthy:   healthy,
+		OrphanLease: orphans.add,
+		OnPushed:    link.MessageAvailable,
 		Wait: actors.WaitOptions{
 			Initial: cfg.PopWaitInitialInterval, Threshold: cfg.PopWaitBackoffThreshold,
 			Multiplier: cfg.PopWaitBackoffMultiplier, Max: cfg.PopWaitMaxInterval,
@@ -173,79 +173,51 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		IdleTimeout:       2 * time.Minute,
 		Log:               log,
 	})
-	ctl.actors = b.actors
-	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "push_lanes", cfg.PushLanes, "ack_in_flight", cfg.AckInFlight)
-	if err = b.startMesh(set, opts.MeshListener); err != nil {
-		b.actors.Stop()
-		return nil, err
+	b.onStop("actors", quietly(b.actors.Stop))
+
+	notify := func(queue string, partitions []string) {
+		b.actors.Wake(queue, partitions)
+		link.MessageAvailable(queue, partitions)
+	}
+	dr := newDrain(cfg, log, store, sp, flags, healthy, notify)
+	dr.start()
+	b.onStop("spool drain", quietly(dr.stop))
+	maint := newMaintenance(log, store, flags, b.actors, link, dr.resume, cfg.FlagsRefresh)
+	maint.start()
+	b.onStop("maintenance", quietly(maint.stop))
+	if m != nil {
+		m.Accept(&meshInbox{actors: b.actors, maint: maint, encrypted: enc.queues})
 	}
 
-	if b.auth != nil {
-		log.Info("JWT auth ENABLED: every route but the public ones needs a bearer token",
-			"algorithms", strings.Join(b.auth.Algorithms(), "|"), "key_source", b.auth.KeySource(),
-			"issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience, "skip_paths", strings.Join(cfg.JWT.SkipPaths, ","))
-	} else {
-		log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
-	}
-	if cfg.TenancyHeader {
-		log.Warn("QUEEN_TENANCY_HEADER on, native tenant scoping ENABLED: the x-queen-tenant header is honoured and must only be set by a trusted gateway (it is not a credential)")
-	}
-
-	b.http = queenhttp.New(queenhttp.Deps{
-		Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Metrics: set,
-		Maintenance: ctl.maint, Control: ctl, Auth: b.auth,
-		PayloadKey: b.sealKey, EncryptedQueues: b.encQueues,
+	logSecurity(cfg, verifier, log)
+	handler := queenhttp.New(queenhttp.Deps{
+		Config: cfg, Store: store, Actors: b.actors, Ack: ack, Log: log, Version: Version, Metrics: set,
+		Maintenance: flags, Auth: verifier, PayloadKey: enc.key, EncryptedQueues: enc.queues,
+		Control: &operations{cfg: cfg, maint: maint, drain: dr, actors: b.actors, peers: link, mesh: m},
 	})
-	b.ln = opts.Listener
-	err = b.listenMetrics()
-	if err == nil && b.ln == nil {
-		addr := net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port))
-		if b.ln, err = net.Listen("tcp", addr); err != nil {
-			err = fmt.Errorf("cannot listen on %s: %w", addr, err)
-			if b.metricsLn != nil {
-				b.metricsLn.Close()
-			}
-		}
-	}
-	if err != nil {
-		b.actors.Stop()
-		b.push.Close()
-		b.ack.Close()
-		b.store.Close()
+	if b.front, err = startFront(cfg, log, handler, opts.Listener); err != nil {
 		return nil, err
 	}
-	b.jobs = startJobs(b.store, cfg, log, opts.jobRuns)
-	ctl.start()
+	// Parked long-polls are answered first, so that the open requests the HTTP server waits
+	// for end at once.
+	b.onStop("http", func(ctx context.Context) error { b.actors.Drain(); return b.front.stop(ctx) })
 	if cfg.PprofAddr != "" {
-		b.pprof = startPprof(cfg.PprofAddr, log)
-	}
-	go b.serve("HTTP", b.ln, b.http.Serve)
-	log.Info("http listening", "addr", b.ln.Addr().String(), "max_body_bytes", cfg.MaxBodyBytes)
-	if b.metricsLn != nil {
-		go b.serve("metrics", b.metricsLn, b.http.ServeMetrics)
-		log.Info("metrics listening on their own address; /metrics and /metrics/prometheus are not served on the HTTP port",
-			"addr", b.metricsLn.Addr().String())
+		pprof := startPprof(cfg.PprofAddr, log)
+		b.onStop("pprof", func(context.Context) error { return pprof.Close() })
 	}
 	return b, nil
 }
 
-// serve runs one listener until Shutdown, retrying the accept errors that pass. Serve returns
-// an error only when the listener really failed: that is reported on Done, naming the listener.
-func (b *Broker) serve(name string, ln net.Listener, serve func(net.Listener) error) {
-	if err := serve(newRetryListener(ln, name, b.log)); err != nil {
-		b.served <- fmt.Errorf("the %s listener on %s failed: %w", name, ln.Addr(), err)
-	}
-}
-
-// startMesh links this broker to its peers when QUEEN_SYNC_ENABLED and QUEEN_MESH_PEERS say so.
-func (b *Broker) startMesh(set *metrics.Set, ln net.Listener) error {
+// newMesh binds the mesh when QUEEN_SYNC_ENABLED and QUEEN_MESH_PEERS say this broker has
+// peers; nil when it has none.
+func (b *Broker) newMesh(set *metrics.Set, ln net.Listener) (*mesh.Mesh, error) {
 	cfg := b.cfg
 	peers := otherPeers(cfg)
 	if !cfg.MeshEnabled || len(peers) == 0 {
 		b.log.Info("mesh off: single broker, wake-ups stay in process", "sync_enabled", cfg.MeshEnabled, "peers", len(peers))
-		return nil
+		return nil, nil
 	}
-	m, err := mesh.Start(mesh.Config{
+	m, err := mesh.New(mesh.Config{
 		ServerID:   cfg.ServerID,
 		ListenAddr: net.JoinHostPort(cfg.MeshBindAddr, strconv.Itoa(cfg.MeshPort)),
 		Listener:   ln,
@@ -255,13 +227,25 @@ func (b *Broker) startMesh(set *metrics.Set, ln net.Listener) error {
 		DeadAfter:  cfg.MeshDeadAfter,
 		Log:        b.log.With("subsystem", "mesh"),
 		Metrics:    set,
-	}, b.control)
+	})
 	if err != nil {
-		return fmt.Errorf("cannot start the mesh on port %d (QUEEN_MESH_PORT): %w", cfg.MeshPort, err)
+		return nil, fmt.Errorf("cannot start the mesh on port %d (QUEEN_MESH_PORT): %w", cfg.MeshPort, err)
 	}
-	b.control.mesh = m
-	b.log.Info("mesh started", "addr", m.Addr(), "peers", peers, "authenticated", cfg.MeshSecret != "")
-	return nil
+	return m, nil
+}
+
+// logSecurity says at boot who may call the API.
+func logSecurity(cfg config.Config, v *auth.Verifier, log *slog.Logger) {
+	if v != nil {
+		log.Info("JWT auth ENABLED: every route but the public ones needs a bearer token",
+			"algorithms", strings.Join(v.Algorithms(), "|"), "key_source", v.KeySource(),
+			"issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience, "skip_paths", strings.Join(cfg.JWT.SkipPaths, ","))
+	} else {
+		log.Info("authentication is OFF: every route is open to anyone who can reach the port (set JWT_ENABLED=true to require tokens)")
+	}
+	if cfg.TenancyHeader {
+		log.Warn("QUEEN_TENANCY_HEADER on, native tenant scoping ENABLED: the x-queen-tenant header is honoured and must only be set by a trusted gateway (it is not a credential)")
+	}
 }
 
 // otherPeers drops this broker from the peer list, so every broker can share one list.
@@ -279,95 +263,51 @@ func otherPeers(cfg config.Config) []string {
 	return out
 }
 
-// database starts the local PostgreSQL when PG_HOST is unset and returns how to reach the server.
-func (b *Broker) database(ctx context.Context) (string, error) {
-	c := b.cfg
-	if c.PGHost != "" {
-		b.log.Info("using PostgreSQL", "host", c.PGHost, "port", c.PGPort, "database", c.PGDB, "user", c.PGUser)
-		var err error
-		if b.pgTLSConf, err = b.pgTLS(); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=disable",
-			quote(c.PGHost), c.PGPort, quote(c.PGUser), quote(c.PGPassword), quote(c.PGDB)), nil
-	}
-	if c.PGUseSSL {
-		b.log.Warn("PG_USE_SSL is ignored: PG_HOST is unset, and the local PostgreSQL is reached over a unix socket")
-	}
-	dir, err := filepath.Abs(c.DataDir)
-	if err != nil {
-		return "", fmt.Errorf("cannot resolve QUEEN_DATA_DIR %s: %w", c.DataDir, err)
-	}
-	cl, err := localpg.Start(ctx, localpg.Options{DataDir: dir, Logger: b.log})
-	if err != nil {
-		return "", fmt.Errorf("cannot start the local PostgreSQL (PG_HOST is unset): %w", err)
-	}
-	b.localPG = cl
-	return cl.ConnString("postgres"), nil
-}
-
-// quote makes a value safe inside a libpq keyword/value connection string.
-func quote(v string) string {
-	out := []byte{'\''}
-	for i := 0; i < len(v); i++ {
-		if v[i] == '\'' || v[i] == '\\' {
-			out = append(out, '\\')
-		}
-		out = append(out, v[i])
-	}
-	return string(append(out, '\''))
-}
-
 // Addr is the HTTP listener's address.
-func (b *Broker) Addr() string { return b.ln.Addr().String() }
+func (b *Broker) Addr() string { return b.front.ln.Addr().String() }
+
+// MetricsAddr is the metrics listener's address, "" when metrics share the HTTP listener.
+func (b *Broker) MetricsAddr() string {
+	if b.front.metricsLn == nil {
+		return ""
+	}
+	return b.front.metricsLn.Addr().String()
+}
 
 // Handler serves one HTTP request in process, as the listener would (the router fuzz test).
-func (b *Broker) Handler() fasthttp.RequestHandler { return b.http.Handler() }
+func (b *Broker) Handler() fasthttp.RequestHandler { return b.front.http.Handler() }
 
 // Store exposes the broker's persistence (tests).
-func (b *Broker) Store() *persistence.Store { return b.store }
+func (b *Broker) Store() *persistence.Store { return b.db.store }
 
 // Done delivers the failure of a listener (HTTP or metrics): the broker no longer serves it.
-func (b *Broker) Done() <-chan error { return b.served }
+func (b *Broker) Done() <-chan error { return b.front.failed }
 
-// Shutdown stops in the order that loses nothing: answer parked long-polls, stop accepting and
-// let open requests finish, flush the batchers, stop the actors, close the pool, stop the local
-// PostgreSQL. Calling it again returns the first call's result.
+// Shutdown stops the services in the reverse of their start order, which loses nothing: the
+// parked long-polls are answered and the HTTP server lets open requests finish, the maintenance
+// and drain loops end, the actors stop, the mesh closes, the batchers commit what they hold,
+// the jobs end, the spool closes, and last the pool and the local PostgreSQL. Calling it again
+// returns the first call's result.
 func (b *Broker) Shutdown(ctx context.Context) error {
-	b.shutdownOnce.Do(func() { b.shutdownErr = b.shutdown(ctx) })
+	b.shutdownOnce.Do(func() {
+		b.shutdownErr = b.stopAll(ctx)
+		b.log.Info("broker stopped")
+	})
 	return b.shutdownErr
 }
 
-func (b *Broker) shutdown(ctx context.Context) error {
-	b.actors.Drain()
-	if b.pprof != nil {
-		_ = b.pprof.Close()
-	}
-	err := b.http.Shutdown(ctx)
-	b.push.Close()
-	b.ack.Close()
-	b.control.stop()
-	if b.control.mesh != nil {
-		b.control.mesh.Close()
-	}
-	b.actors.Stop()
-	b.jobs.stop()
-	b.stopEncryption()
-	if cerr := b.spool.Close(); cerr != nil {
-		b.log.Error("cannot close the spool", "err", cerr)
-	}
-	b.store.Close()
-	b.stopDatabase()
-	b.auth.Close()
-	b.log.Info("broker stopped")
-	return err
-}
-
-func (b *Broker) stopDatabase() {
-	if b.localPG != nil {
-		if err := b.localPG.Stop(); err != nil {
-			b.log.Error("cannot stop the local PostgreSQL", "err", err)
+// stopAll runs the registered stops, last registered first, and returns the first failure.
+func (b *Broker) stopAll(ctx context.Context) error {
+	var first error
+	for i := len(b.stops) - 1; i >= 0; i-- {
+		s := b.stops[i]
+		if err := s.fn(ctx); err != nil {
+			b.log.Error("cannot stop "+s.name, "err", err)
+			if first == nil {
+				first = fmt.Errorf("cannot stop %s: %w", s.name, err)
+			}
 		}
-		b.localPG = nil
 	}
+	b.stops = nil
+	return first
 }

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"queen/config"
+	"queen/persistence"
+	"queen/seal"
+)
+
+// encryption is payload encryption at rest: the key (nil without QUEEN_ENCRYPTION_KEY) and the
+// set of queues flagged encryptionEnabled, which a goroutine keeps current.
+type encryption struct {
+	key    *seal.Key
+	queues *seal.Queues
+	stop   context.CancelFunc
+}
+
+// startEncryption loads QUEEN_ENCRYPTION_KEY (already checked by config.Load) into the store
+// and reads which queues are flagged encryptionEnabled.
+func startEncryption(ctx context.Context, cfg config.Config, store *persistence.Store, log *slog.Logger) (*encryption, error) {
+	e := &encryption{}
+	if cfg.EncryptionKey != "" {
+		k, err := seal.ParseKey(cfg.EncryptionKey)
+		if err != nil {
+			return nil, fmt.Errorf("invalid %s: %w", seal.KeyVar, err)
+		}
+		e.key = k
+		store.SetSealer(k)
+		log.Info("encryption service initialized (AES-256-GCM)")
+	}
+	e.queues = seal.NewQueues(store.EncryptedQueues, log.With("subsystem", "encryption"))
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := e.queues.Reload(lctx); err != nil {
+		return nil, err
+	}
+	if names := e.queues.Names(); e.key == nil && len(names) > 0 {
+		log.Warn("encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: "+
+			encryptedQueueList(names), "queues", len(names))
+	} else if e.key == nil {
+		log.Info("payload encryption off: QUEEN_ENCRYPTION_KEY is unset (pushes to a queue configured with encryptionEnabled would be refused)")
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	e.stop = stop
+	go e.queues.Run(rctx, cfg.FlagsRefresh)
+	return e, nil
+}
+
+func (e *encryption) close() { e.stop() }
+
+// encryptedQueueList names queues for the boot log as an operator knows them (a tenant's queue
+// as tenant/name), the first hundred of them.
+func encryptedQueueList(stored []string) string {
+	const most = 100
+	shown := make([]string, 0, min(len(stored), most))
+	for _, q := range stored[:min(len(stored), most)] {
+		if tenant, name := persistence.SplitName(q); tenant != "" {
+			q = tenant + "/" + name
+		}
+		shown = append(shown, q)
+	}
+	list := strings.Join(shown, ", ")
+	if len(stored) > most {
+		list += fmt.Sprintf(" and %d more", len(stored)-most)
+	}
+	return list
+}

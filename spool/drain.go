@@ -138,7 +138,7 @@ func (s *Spool) drainSegment(ctx context.Context, seg *segment, maxBatch int, fn
 	}
 	if errors.Is(rerr, errCorrupt) {
 		s.log.Warn("spool: dropped a corrupt segment tail while draining",
-			"file", path, "droppedBytes", sr.size-sr.off, "deliveredRecords", index, "reason", rerr.Error())
+			"file", path, "dropped_bytes", sr.size-sr.off, "delivered_records", index, "reason", rerr.Error())
 	}
 	if len(refused) > 0 {
 		if err := s.writeFailed(filepath.Base(path), refused); err != nil {
@@ -248,7 +248,7 @@ func (s *Spool) recoverFailed() (int64, error) {
 		}
 	}
 	if off > end {
-		s.log.Warn("spool: dropped a torn line of the failed records file", "file", path, "droppedBytes", off-end)
+		s.log.Warn("spool: dropped a torn line of the failed records file", "file", path, "dropped_bytes", off-end)
 		if err := f.Truncate(end); err != nil {
 			return 0, fmt.Errorf("cannot truncate %s: %w", path, err)
 		}

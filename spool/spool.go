@@ -267,7 +267,7 @@ func (s *Spool) checkSegment(path string, seq uint64) (seg *segment, changed boo
 	good := sr.off
 	if errors.Is(bad, errCorrupt) && size > good {
 		s.log.Warn("spool: dropped a torn or corrupt segment tail",
-			"file", path, "droppedBytes", size-good, "keptRecords", seg.records, "reason", bad.Error())
+			"file", path, "dropped_bytes", size-good, "kept_records", seg.records, "reason", bad.Error())
 		if seg.records > 0 {
 			if err := f.Truncate(good); err != nil {
 				return nil, false, fmt.Errorf("cannot truncate segment %s: %w", path, err)
@@ -330,7 +330,7 @@ func (s *Spool) Append(records [][]byte) error {
 		return err
 	}
 	if s.full {
-		s.log.Info("spool: appends accepted again", "refusedRecordsSinceLastLog", s.fullRefused)
+		s.log.Info("spool: appends accepted again", "refused_records", s.fullRefused)
 		s.full, s.fullRefused, s.fullLogged = false, 0, time.Time{}
 	}
 	my := s.written
@@ -390,7 +390,7 @@ func (s *Spool) refusedLocked(records int, err error) {
 	s.fullRefused += int64(records)
 	if now := time.Now(); s.fullLogged.IsZero() || now.Sub(s.fullLogged) >= fullLogEvery {
 		s.log.Warn("spool: full; appends are refused until the drain frees room",
-			"refusedRecordsSinceLastLog", s.fullRefused, "dir", s.dir, "err", err)
+			"refused_records", s.fullRefused, "dir", s.dir, "err", err)
 		s.fullRefused, s.fullLogged = 0, now
 	}
 }

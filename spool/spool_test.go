@@ -425,7 +425,7 @@ func TestTornTail(t *testing.T) {
 			logs := &logBuffer{}
 			s = openSpool(t, dir, 0, logs)
 			warns := logs.warnings()
-			if len(warns) != 1 || !strings.Contains(warns[0], fmt.Sprintf("droppedBytes=%d", len(tc.tail))) {
+			if len(warns) != 1 || !strings.Contains(warns[0], fmt.Sprintf("dropped_bytes=%d", len(tc.tail))) {
 				t.Fatalf("want one Warn line dropping %d bytes; got %q", len(tc.tail), warns)
 			}
 			if len(segmentFiles(t, dir, activeExt)) != 0 || len(segmentFiles(t, dir, sealedExt)) != 1 {
@@ -454,7 +454,7 @@ func TestTornOnlyRecord(t *testing.T) {
 	}
 	logs := &logBuffer{}
 	s = openSpool(t, dir, 0, logs)
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "droppedBytes=5") {
+	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "dropped_bytes=5") {
 		t.Fatalf("warnings %q", w)
 	}
 	checkStats(t, s, 0, 0, 0)
@@ -551,7 +551,7 @@ func TestCorruptRecordInSealedSegmentAtOpen(t *testing.T) {
 	logs := &logBuffer{}
 	s = openSpool(t, dir, 0, logs)
 	w := logs.warnings()
-	if len(w) != 1 || !strings.Contains(w[0], fmt.Sprintf("droppedBytes=%d", fi.Size()-off)) || !strings.Contains(w[0], "CRC mismatch") {
+	if len(w) != 1 || !strings.Contains(w[0], fmt.Sprintf("dropped_bytes=%d", fi.Size()-off)) || !strings.Contains(w[0], "CRC mismatch") {
 		t.Fatalf("want one Warn line dropping %d bytes for a CRC mismatch; got %q", fi.Size()-off, w)
 	}
 	checkStats(t, s, 3, 24, 0)
@@ -574,7 +574,7 @@ func TestCorruptRecordFoundByDrain(t *testing.T) {
 
 	equalRecords(t, drainAll(t, s, 4), slices.Concat(all[:16], all[20:]))
 	w := logs.warnings()
-	if len(w) != 1 || !strings.Contains(w[0], fmt.Sprintf("droppedBytes=%d", fi.Size()-off)) {
+	if len(w) != 1 || !strings.Contains(w[0], fmt.Sprintf("dropped_bytes=%d", fi.Size()-off)) {
 		t.Fatalf("want one Warn line dropping %d bytes; got %q", fi.Size()-off, w)
 	}
 	checkStats(t, s, 0, 0, 0)
@@ -731,7 +731,7 @@ func TestRefusedRecordsGoToFailed(t *testing.T) {
 	logs = &logBuffer{}
 	s = openSpool(t, dir, 0, logs)
 	checkStats(t, s, 0, 0, 3)
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "droppedBytes=11") {
+	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "dropped_bytes=11") {
 		t.Fatalf("warnings %q", w)
 	}
 	if lines := readFailed(t, dir); len(lines) != 3 {

@@ -339,11 +339,11 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 			tornLine = line
 		}
 	}
-	if tornLine == "" || !strings.Contains(tornLine, "droppedBytes=") {
+	if tornLine == "" || !strings.Contains(tornLine, "dropped_bytes=") {
 		t.Errorf("the restart did not log the torn tail of %s; its log:\n%s", filepath.Base(seg), second.stderr.String())
 	} else {
 		t.Logf("restart logged: %s", tornLine)
-		if !strings.Contains(tornLine, fmt.Sprintf("droppedBytes=%d ", len(torn))) {
+		if !strings.Contains(tornLine, fmt.Sprintf("dropped_bytes=%d ", len(torn))) {
 			t.Logf("note: more than the %d torn bytes appended were dropped (the kill cut a write short too)", len(torn))
 		}
 	}

@@ -50,6 +50,10 @@ type Config struct {
 	RoleWriteOnly   string // JWT_ROLE_WRITE_ONLY
 
 	SkipPaths []string // JWT_SKIP_PATHS
+
+	// refreshed receives the outcome of every periodic JWKS refresh (tests in this package,
+	// instead of polling); nil otherwise.
+	refreshed chan<- error
 }
 
 // Defaults is the configuration with every default applied and JWT on; config.Load starts

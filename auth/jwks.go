@@ -219,8 +219,8 @@ func (c *jwksCache) size() int {
 }
 
 // refreshEvery re-fetches the JWKS every interval until close. A failed refresh keeps the
-// cached keys and is logged.
-func (c *jwksCache) refreshEvery(interval, timeout time.Duration) {
+// cached keys and is logged. The outcome of each refresh goes to signal when it is not nil.
+func (c *jwksCache) refreshEvery(interval, timeout time.Duration, signal chan<- error) {
 	stopped, stop := context.WithCancel(context.Background())
 	c.stop, c.done = stop, make(chan struct{})
 	go func() {
@@ -234,10 +234,17 @@ func (c *jwksCache) refreshEvery(interval, timeout time.Duration) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(stopped, timeout)
-			if _, err := c.fetch(ctx); err != nil && stopped.Err() == nil {
+			_, err := c.fetch(ctx)
+			if err != nil && stopped.Err() == nil {
 				c.log.Warn("JWKS refresh failed; keeping the cached keys", "url", c.url, "err", err)
 			}
 			cancel()
+			if signal != nil {
+				select {
+				case signal <- err:
+				case <-stopped.Done():
+				}
+			}
 		}
 	}()
 }

@@ -112,35 +112,59 @@ func TestJWKSRotation(t *testing.T) {
 	}
 }
 
+// nextRefresh waits for the periodic refresh to report its next outcome.
+func nextRefresh(t *testing.T, refreshed <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-refreshed:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no periodic JWKS refresh within 10 s")
+		return nil
+	}
+}
+
+// The periodic refresh rotates the keys without any request asking for it, and a failing one
+// keeps the cached keys.
 func TestJWKSPeriodicRefresh(t *testing.T) {
 	srv := newJWKSServer(t)
 	k1, k2 := rsaKey(t, 0), rsaKey(t, 1)
 	srv.set(rsaJWK("k1", &k1.PublicKey))
+	refreshed := make(chan error)
 	c := jwksConfig(srv.URL, "RS256")
 	c.JWKSRefresh, c.JWKSMinRefetch = 20*time.Millisecond, time.Hour // no re-fetch on unknown kids
+	c.refreshed = refreshed
 	v := newVerifier(t, c)
+	verify := func(k *rsa.PrivateKey, kid string) *Error {
+		_, err := v.Verify(sign(t, jwt.SigningMethodRS256, k, kid, jwt.MapClaims{}))
+		return err
+	}
+	// The refresher hands over each outcome before it fetches again: the first refresh after
+	// the rotation may have fetched before it, the second began after it.
 	srv.set(rsaJWK("k2", &k2.PublicKey))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err1 := v.Verify(sign(t, jwt.SigningMethodRS256, k1, "k1", jwt.MapClaims{}))
-		_, err2 := v.Verify(sign(t, jwt.SigningMethodRS256, k2, "k2", jwt.MapClaims{}))
-		if err1 != nil && err1.Message == "Unknown key ID: k1" && err2 == nil {
-			break
+	for range 2 {
+		if err := nextRefresh(t, refreshed); err != nil {
+			t.Fatalf("refresh: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the periodic refresh did not rotate the keys: k1 %v, k2 %v", err1, err2)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	// A failing refresh keeps the cached keys.
+	if err := verify(k1, "k1"); err == nil || err.Message != "Unknown key ID: k1" {
+		t.Fatalf("k1 after the periodic refresh rotated it out: %v", err)
+	}
+	if err := verify(k2, "k2"); err != nil {
+		t.Fatalf("k2 after the periodic refresh rotated it in: %v", err)
+	}
+
 	srv.setStatus(503)
-	n := srv.fetches.Load()
-	for srv.fetches.Load() < n+3 {
-		time.Sleep(10 * time.Millisecond)
+	for range 2 {
+		if err := nextRefresh(t, refreshed); err != nil {
+			t.Logf("refresh failed as wanted: %v", err)
+			if err := verify(k2, "k2"); err != nil {
+				t.Fatalf("k2 after a failed refresh: %v", err)
+			}
+			return
+		}
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k2, "k2", jwt.MapClaims{})); err != nil {
-		t.Fatalf("k2 after failed refreshes: %v", err)
-	}
+	t.Fatal("a refresh that began after the endpoint failed succeeded")
 }
 
 // Unknown kids re-fetch at most once per JWT_JWKS_MIN_REFETCH_MS, and a failed re-fetch is a 500.

@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 				return nil, fmt.Errorf("JWT_JWKS_URL=%q holds no %s key, and JWT_ALGORITHM=%s needs one", cfg.JWKSURL, f, cfg.Algorithm)
 			}
 		}
-		v.jwks.refreshEvery(cfg.JWKSRefresh, cfg.JWKSTimeout)
+		v.jwks.refreshEvery(cfg.JWKSRefresh, cfg.JWKSTimeout, cfg.refreshed)
 	}
 	return v, nil
 }

@@ -46,8 +46,28 @@ type crashBroker struct {
 	exited chan error
 }
 
+// eventually re-checks cond on a ticker until it holds or d has passed, and reports whether it
+// held. It is for what a broker subprocess shows only from outside (its port, a status route):
+// d is a generous bound on something that must happen, not a measure of how fast it happens.
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
 // startCrashBroker runs argv (the broker binary, or a command that execs it) with env and waits
-// until it answers /health on base.
+// until it logs that it listens. The broker logs that line once its boot is done and its port
+// open, and its log is one ordered stream: every boot line is in stderr by then, for the tests
+// that read them (a dial that connects says nothing of the log lines still in the pipe).
 func startCrashBroker(t *testing.T, env []string, base string, argv ...string) *crashBroker {
 	t.Helper()
 	b := &crashBroker{stderr: &lockedBuffer{}, exited: make(chan error, 1)}
@@ -65,26 +85,19 @@ func startCrashBroker(t *testing.T, env []string, base string, argv ...string) *
 			<-b.exited
 		}
 	})
-	hc := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(3 * time.Minute) // the first start runs initdb
-	for {
+	listening := eventually(3*time.Minute, func() bool { // the first start runs initdb
 		select {
 		case err := <-b.exited:
 			b.exited <- err
 			t.Fatalf("the broker exited during boot: %v\n%s", err, b.stderr.String())
 		default:
 		}
-		if resp, err := hc.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return b
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broker did not answer /health in time:\n%s", b.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(b.stderr.String(), `msg="http listening" addr=`+strings.TrimPrefix(base, "http://"))
+	})
+	if !listening {
+		t.Fatalf("the broker did not listen on %s in time:\n%s", base, b.stderr.String())
 	}
+	return b
 }
 
 // crashDo sends a request; errors are returned, not fatal, so a goroutine can use it.
@@ -177,10 +190,7 @@ func newBrokerRig(t *testing.T, prefix string) *brokerRig {
 		for _, pid := range postmasterPIDs(r.pgdata) {
 			_ = syscall.Kill(pid, syscall.SIGINT)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for len(postmasterPIDs(r.pgdata)) > 0 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		eventually(30*time.Second, func() bool { return len(postmasterPIDs(r.pgdata)) == 0 })
 		os.RemoveAll(tmp)
 	})
 
@@ -238,7 +248,8 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 		sent     = map[int]bool{} // message numbers sent, answered or not
 		odd      []string
 	)
-	pusherDone := make(chan struct{})
+	const enough = 2000 // pushes answered buffered before the kill
+	pusherDone, reached := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(pusherDone)
 		const perPush = 10
@@ -270,25 +281,24 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 			if !ok {
 				odd = append(odd, fmt.Sprintf("push %d: %d %s", n, status, raw))
 			} else {
+				before := len(buffered)
 				for k := n; k < n+perPush; k++ {
 					buffered[k] = true
+				}
+				if before < enough && len(buffered) >= enough {
+					close(reached)
 				}
 			}
 			mu.Unlock()
 		}
 	}()
-	waitBuffered := time.Now().Add(time.Minute)
-	for {
+	select {
+	case <-reached:
+	case <-time.After(time.Minute):
 		mu.Lock()
 		n := len(buffered)
 		mu.Unlock()
-		if n >= 2000 {
-			break
-		}
-		if time.Now().After(waitBuffered) {
-			t.Fatalf("only %d pushes answered buffered in a minute; broker log:\n%s", n, first.stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+		t.Fatalf("only %d pushes answered buffered in a minute; broker log:\n%s", n, first.stderr.String())
 	}
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -361,9 +371,8 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 
 	// Kill it again as soon as the drain has stored something: most likely in the middle of
 	// the segment, which the next start then replays from its beginning.
-	killBy := time.Now().Add(time.Minute)
 	stored := int64(0)
-	for stored == 0 {
+	drainStarted := eventually(time.Minute, func() bool {
 		status, raw, err := crashDo(hc, "GET", base+"/api/v1/resources/queues/"+queue, nil)
 		if err != nil {
 			t.Fatalf("GET queue: %v", err)
@@ -381,9 +390,10 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 		} else if status != 404 {
 			t.Fatalf("GET queue: %d %s", status, raw)
 		}
-		if time.Now().After(killBy) {
-			t.Fatalf("the drain stored nothing in a minute; broker log:\n%s", second.stderr.String())
-		}
+		return stored > 0
+	})
+	if !drainStarted {
+		t.Fatalf("the drain stored nothing in a minute; broker log:\n%s", second.stderr.String())
 	}
 	if err := second.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -399,23 +409,18 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 	if m.MaintenanceMode {
 		t.Fatalf("maintenance was turned off before the second kill, yet the broker restarted in it: %+v", m)
 	}
-	drainBy := time.Now().Add(time.Minute)
-	for {
-		var b struct {
-			Pending int64 `json:"pending"`
-			Failed  int64 `json:"failed"`
-		}
-		crashJSON(t, hc, "GET", base+"/api/v1/status/buffers", nil, 200, &b)
-		if b.Pending == 0 {
-			if b.Failed != 0 {
-				t.Errorf("%d spooled records refused for good", b.Failed)
-			}
-			break
-		}
-		if time.Now().After(drainBy) {
-			t.Fatalf("spool not drained in a minute: %+v", b)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var spooled struct {
+		Pending int64 `json:"pending"`
+		Failed  int64 `json:"failed"`
+	}
+	if !eventually(time.Minute, func() bool {
+		crashJSON(t, hc, "GET", base+"/api/v1/status/buffers", nil, 200, &spooled)
+		return spooled.Pending == 0
+	}) {
+		t.Fatalf("spool not drained in a minute: %+v", spooled)
+	}
+	if spooled.Failed != 0 {
+		t.Errorf("%d spooled records refused for good", spooled.Failed)
 	}
 
 	// Everything, auto-acknowledged.

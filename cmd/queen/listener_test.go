@@ -117,19 +117,18 @@ func TestIdleConnectionFloodKeepsServing(t *testing.T) {
 	}
 
 	hc := &http.Client{Timeout: 10 * time.Second}
-	healthBy := time.Now().Add(30 * time.Second) // the broker notices the closed connections
-	for {
-		status, body, err := crashDo(hc, "GET", r.base+"/health", nil)
-		if err == nil && status == 200 {
-			break
-		}
-		if time.Now().After(healthBy) {
-			t.Fatalf("/health after the flood: %d %s %v; %s", status, body, err, b.gone())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var (
+		status int
+		health []byte
+	)
+	if !eventually(30*time.Second, func() bool { // the broker notices the closed connections
+		status, health, err = crashDo(hc, "GET", r.base+"/health", nil)
+		return err == nil && status == 200
+	}) {
+		t.Fatalf("/health after the flood: %d %s %v; %s", status, health, err, b.gone())
 	}
 	const text = "after the flood ☃"
-	status, reply, err := crashDo(hc, "POST", r.base+"/api/v1/push", map[string]any{"items": []map[string]any{
+	status, reply, err = crashDo(hc, "POST", r.base+"/api/v1/push", map[string]any{"items": []map[string]any{
 		{"queue": "flood", "transactionId": "flood-1", "payload": map[string]any{"text": text}},
 	}})
 	if err != nil || !accepted(status) {

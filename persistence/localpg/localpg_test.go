@@ -236,17 +236,23 @@ func TestConnStringQuoting(t *testing.T) {
 	}
 }
 
+// waitGone re-checks on a ticker until process pid no longer exists. Nothing signals its
+// reaping to this process (it is not the parent), so /proc is all there is to watch.
 func waitGone(t *testing.T, pid string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		if _, err := os.Stat("/proc/" + pid); os.IsNotExist(err) {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Skipf("postmaster %s still not reaped after 30s", pid)
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -82,9 +82,19 @@ func TestLongPollOnEmptyQueueAnswersAtTimeout(t *testing.T) {
 		b, _ := json.Marshal(out)
 		return string(b)
 	}
-	start := time.Now()
-	got := answer("wait=true&batch=5&timeout=1500")
-	t.Logf("answered after %v (timeout 1.5 s)", time.Since(start))
+	// The pop must wait: it parks (the gauge shows it) before it is answered.
+	createQueue(t, c, "emptyq")
+	answered := make(chan string, 1)
+	go func() { answered <- answer("wait=true&batch=5&timeout=1500") }()
+	waitFor(t, "the long-poll to park", func() bool {
+		select {
+		case a := <-answered:
+			t.Fatalf("the long-poll was answered before it parked: %s", a)
+		default:
+		}
+		return parked(t, c, "emptyq") == 1
+	})
+	got := <-answered
 	const want = `{"consumerGroup":"__QUEUE_MODE__","leaseId":null,"messages":[],"partition":"","partitionId":null,"queue":"emptyq","success":true}`
 	if got != want {
 		t.Fatalf("timeout body %s, want %s", got, want)

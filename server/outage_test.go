@@ -199,8 +199,9 @@ func TestOutagePostgresDownUnderLoad(t *testing.T) {
 
 // TestOutagePostgresFrozenUnderLoad is the same with a PostgreSQL that hangs for 10 s instead
 // of refusing connections (every server process stopped with SIGSTOP): pushes must still be
-// answered within the bounded wait (FILE_BUFFER_DB_WAIT_MS) plus a margin, which is the case
-// that wait exists for. The log says how long after the thaw the last message was delivered:
+// answered, which is the case the bounded wait (FILE_BUFFER_DB_WAIT_MS) exists for: the test's
+// client gives up after half the freeze, as a client with a timeout would, so a push that waits
+// for PostgreSQL to thaw counts as not answered. The log says how long after the thaw the last message was delivered:
 // a pop answered 503 during the hang may still commit its lease when PostgreSQL resumes, and
 // its partition then waits out the lease.
 func TestOutagePostgresFrozenUnderLoad(t *testing.T) {
@@ -221,7 +222,6 @@ func runOutage(t *testing.T, sc outageScenario) {
 		perPush     = 2
 		outage      = 10 * time.Second
 		boundedWait = 2 * time.Second
-		margin      = 3 * time.Second // the push bound asserted is boundedWait + margin
 	)
 	parts := []string{"p0", "p1", "p2"}
 	groups := []string{"", "g1"}
@@ -240,7 +240,7 @@ func runOutage(t *testing.T, sc outageScenario) {
 	const leaseTime = 30 * time.Second
 	call[map[string]any](t, c, "POST", "/api/v1/configure", map[string]any{"queue": queue, "options": map[string]any{"leaseTime": int(leaseTime.Seconds())}}, 200)
 
-	hc := &http.Client{Timeout: 60 * time.Second}
+	hc := &http.Client{Timeout: outage / 2}
 	const (
 		phaseBefore = iota
 		phaseDown
@@ -255,7 +255,6 @@ func runOutage(t *testing.T, sc outageScenario) {
 		unanswered   = map[outageKey]bool{}   // pushes that got no queued/buffered answer
 		count        = map[string]int{}       // item statuses per phase, e.g. "down/buffered"
 		maxLatency   [3]time.Duration         // per phase
-		slowPushes   []string
 		pushFailures []string
 	)
 	stopProducers := make(chan struct{})
@@ -285,9 +284,6 @@ func runOutage(t *testing.T, sc outageScenario) {
 				pmu.Lock()
 				phName := [...]string{"before", "down", "back"}[ph]
 				maxLatency[ph] = max(maxLatency[ph], lat)
-				if lat >= boundedWait+margin {
-					slowPushes = append(slowPushes, fmt.Sprintf("producer %d push at %s (phase %s) took %v", w, t0.Format("15:04:05.000"), phName, lat))
-				}
 				ok := err == nil && len(res) == len(items) && (status == 200 || status == 201)
 				for i, k := range keys {
 					if ok && (res[i].Status == "queued" || res[i].Status == "buffered") {
@@ -507,13 +503,10 @@ func runOutage(t *testing.T, sc outageScenario) {
 	}
 
 	t.Logf("pushes per phase/status (items): %v", count)
-	t.Logf("max push latency: before %v, PostgreSQL down %v, after restart %v (bound asserted: %v)",
-		maxLatency[phaseBefore], maxLatency[phaseDown], maxLatency[phaseBack], boundedWait+margin)
+	t.Logf("max push latency: before %v, PostgreSQL down %v, after restart %v (bounded wait %v)",
+		maxLatency[phaseBefore], maxLatency[phaseDown], maxLatency[phaseBack], boundedWait)
 	t.Logf("accepted %d items (%d unanswered); delivered: queue mode %d, g1 %d; pop errors by status %v, ack errors by status %v",
 		len(accepted), len(unanswered), len(delivered[""]), len(delivered["g1"]), popErrors, ackErrors)
-	for _, s := range slowPushes {
-		t.Errorf("push slower than the bounded wait plus %v: %s", margin, s)
-	}
 	for _, s := range pushFailures {
 		t.Errorf("push not answered queued or buffered: %s", s)
 	}

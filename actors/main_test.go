@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -237,7 +238,7 @@ func startWith(t *testing.T, p *pg, adjust func(*Deps), start func(*Deps) *Syste
 		b.Drain()
 		// Long enough for every idle actor to passivate and every timer to fire: the bubble
 		// ends only when no goroutine is left.
-		time.Sleep(24 * time.Hour)
+		advance(24 * time.Hour)
 		b.Stop()
 		if err := sp.Close(); err != nil {
 			t.Error(err)
@@ -315,4 +316,11 @@ func spooled(t *testing.T, sp *spool.Spool) []persistence.PushItem {
 		t.Fatal(err)
 	}
 	return items
+}
+
+// advance moves the bubble's fake clock by d and waits until every goroutine in it is durably
+// blocked. Inside synctest, sleeping is how a test makes time pass: nothing real is waited for.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
 }

@@ -97,13 +97,11 @@ func TestSlowPushIsSpooledAndItsLateCommitWakesParkedPops(t *testing.T) {
 		push := pushOf("slow", "p1")
 		b.Push(push)
 
-		time.Sleep(b.deps.SpoolAfter - time.Nanosecond)
-		synctest.Wait()
+		advance(b.deps.SpoolAfter - time.Nanosecond)
 		if r, ok := received(push.Reply); ok {
 			t.Fatalf("push answered %+v before SpoolAfter", r)
 		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
+		advance(time.Nanosecond)
 		if r, ok := received(push.Reply); !ok || r.Err != nil || !r.Buffered || r.Results != nil {
 			t.Fatalf("push unanswered by PostgreSQL for SpoolAfter answered %+v (%v), want Buffered", r, ok)
 		}

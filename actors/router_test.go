@@ -22,13 +22,11 @@ func TestIdleActorIsPassivated(t *testing.T) {
 		answerNow(t, b, "idle")
 		busy := park(b.System, popOf("busy", "g"), time.Now().Add(idle+idle/2))
 
-		time.Sleep(idle - time.Nanosecond)
-		synctest.Wait()
+		advance(idle - time.Nanosecond)
 		if asks := h.takeAsks(); len(asks) != 0 {
 			t.Fatalf("asked to stop before IdleTimeout: %+v", asks)
 		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
+		advance(time.Nanosecond)
 		asks := h.takeAsks()
 		if len(asks) != 1 || *asks[0] != (passivate{queue: "idle", received: 1}) {
 			t.Fatalf("at IdleTimeout the actors asked %+v, want only the idle one, having received 1", asks)
@@ -39,13 +37,11 @@ func TestIdleActorIsPassivated(t *testing.T) {
 			t.Fatalf("the router stopped %d actors, want the idle one", n)
 		}
 
-		time.Sleep(idle / 2) // the busy actor's pop reaches its deadline
-		synctest.Wait()
+		advance(idle / 2) // the busy actor's pop reaches its deadline
 		if r, ok := received(busy); !ok || !r.TimedOut {
 			t.Fatalf("parked pop answered %+v (%v) at its deadline, want TimedOut", r, ok)
 		}
-		time.Sleep(idle)
-		synctest.Wait()
+		advance(idle)
 		asks = h.takeAsks()
 		if len(asks) != 1 || asks[0].queue != "busy" {
 			t.Fatalf("IdleTimeout after its pop was answered the actors asked %+v, want the busy one", asks)
@@ -69,8 +65,7 @@ func TestRequestRacingPassivationIsAnswered(t *testing.T) {
 		idle := b.deps.IdleTimeout
 		b.gate.hold(false, true)
 		answerNow(t, b, "race")
-		time.Sleep(idle)
-		synctest.Wait()
+		advance(idle)
 		asks := h.takeAsks()
 		if len(asks) != 1 {
 			t.Fatalf("the idle actor asked %+v, want one request to stop", asks)
@@ -92,8 +87,7 @@ func TestRequestRacingPassivationIsAnswered(t *testing.T) {
 		}
 
 		// Once idle again, the actor asks again and is stopped.
-		time.Sleep(idle)
-		synctest.Wait()
+		advance(idle)
 		asks = h.takeAsks()
 		if len(asks) != 1 || *asks[0] != (passivate{queue: "race", received: 2}) {
 			t.Fatalf("idle again, the actor asked %+v, want one request having received 2", asks)

@@ -89,8 +89,7 @@ func TestParkedPopBacksOffAndTimesOutAtItsDeadline(t *testing.T) {
 		deadline := start.Add(3500 * time.Millisecond)
 		reply := park(b.System, popOf("backoff", "g"), deadline)
 
-		time.Sleep(time.Until(deadline) - time.Nanosecond)
-		synctest.Wait()
+		advance(time.Until(deadline) - time.Nanosecond)
 		if r, ok := received(reply); ok {
 			t.Fatalf("parked pop answered %+v before its deadline", r)
 		}
@@ -107,8 +106,7 @@ func TestParkedPopBacksOffAndTimesOutAtItsDeadline(t *testing.T) {
 			t.Fatalf("re-checks at %v, want %v", at, want)
 		}
 
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
+		advance(time.Nanosecond)
 		r, ok := received(reply)
 		if !ok || !r.TimedOut || r.Err != nil || len(r.Result.Messages) != 0 {
 			t.Fatalf("at its deadline the parked pop answered %+v (%v), want TimedOut", r, ok)

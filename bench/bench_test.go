@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/persistence/pgtest"
 	"queen/server/servertest"
 )
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func target(t *testing.T) *Target {
 	t.Helper()
 	db := pgtest.NewDatabase(t)
-	c := servertest.Start(t, db, nil)
+	c := servertest.Start(t, db)
 	tg := &Target{URL: c.Base, PGConn: db}
 	if err := tg.probe(); err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestOutageSmoke(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	c := servertest.Start(t, pg.conn, map[string]string{"FILE_BUFFER_FLUSH_MS": "20"})
+	c := servertest.Start(t, pg.conn, func(c *config.Config) { c.SpoolFlush = 20 * time.Millisecond })
 	tg := &Target{URL: c.Base, PG: pg}
 	if err := tg.probe(); err != nil {
 		t.Fatal(err)

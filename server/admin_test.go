@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/persistence/pgtest"
 	"queen/server/servertest"
 )
@@ -23,7 +24,7 @@ const admServerID = "admin-test-node"
 
 func admStart(t *testing.T) *servertest.Client {
 	t.Helper()
-	return servertest.Start(t, pgtest.NewDatabase(t), map[string]string{"QUEEN_SERVER_ID": admServerID})
+	return servertest.Start(t, pgtest.NewDatabase(t), func(c *config.Config) { c.ServerID = admServerID })
 }
 
 type admPushed struct {
@@ -962,7 +963,7 @@ func TestAdminSeek(t *testing.T) {
 
 func TestAdminLaggingGroups(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "lagq", "partition": "slow", "payload": 1}, item{"queue": "lagq", "partition": "slow", "payload": 2})
 	pop(t, c, "/api/v1/pop/queue/lagq", "consumerGroup", "g", "batch", "1", "autoAck", "true")
 	exec(t, c, `UPDATE queen.messages SET created_at = now() - interval '2 hours'`)

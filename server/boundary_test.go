@@ -99,7 +99,7 @@ func checkNot5xx(t *testing.T, what string, status int, body []byte) {
 }
 
 func TestBoundaryRefusesHostileInputOnEveryRoute(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	// Something to find, so that odd names meet real rows too.
 	push(t, c, item{"queue": "q", "partition": "Default", "transactionId": "tx", "payload": 1})
 

@@ -10,7 +10,7 @@ import (
 // The JS client's .subscriptionMode('from_beginning') sends that value as is; the reference
 // reads every value but new and new-only as "all", so such a group starts at the beginning.
 func TestSubscriptionModeFromBeginning(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "history", "payload": 1}, item{"queue": "history", "payload": 2}, item{"queue": "history", "payload": 3})
 	for _, mode := range []string{"from_beginning", "all", "something-else"} {
 		var got []string
@@ -34,7 +34,7 @@ func TestSubscriptionModeFromBeginning(t *testing.T) {
 // The JS client's queue(”).create() sends an empty queue name; the reference configures a queue
 // of that name. Pushing to or popping from "" stays an error.
 func TestConfigureEmptyQueueName(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	var cfg struct {
 		Configured bool   `json:"configured"`
 		Queue      string `json:"queue"`

@@ -21,7 +21,7 @@ import (
 func TestTwoBrokersConcurrentPushersAndGroups(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDatabase(t)
-	brokers := []*servertest.Client{servertest.Start(t, db, nil), servertest.Start(t, db, nil)}
+	brokers := []*servertest.Client{servertest.Start(t, db), servertest.Start(t, db)}
 	const (
 		queue     = "conc"
 		pushers   = 16

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/server/servertest"
 )
 
@@ -18,7 +19,7 @@ import (
 // fasthttp's own parse errors quote the raw request; the answer must not, or a client could pad
 // its headers and read back what a gateway added to them.
 func TestMalformedRequestAnswerEchoesNothing(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	req := "GET /api/v1/resources/queues HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer gateway-secret-token\r\n" +
 		"X-Pad: " + strings.Repeat("p", 16<<10) + "\r\nConnection: close\r\n\r\n"
 	status, body := c.Raw(req)
@@ -31,7 +32,7 @@ func TestMalformedRequestAnswerEchoesNothing(t *testing.T) {
 // §6.3): it is answered and the connection closed, so what follows it is never read as a
 // request of its own.
 func TestSmugglingPatternClosesTheConnection(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	conn, err := net.Dial("tcp", c.Broker.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestSmugglingPatternClosesTheConnection(t *testing.T) {
 // Cross-origin browser requests are refused unless QUEEN_CORS_ALLOWED_ORIGINS lists the origin,
 // and no answer carries CORS headers for an origin not listed.
 func TestCrossOriginBrowserRequests(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	evil := c.WithHeader("Origin", "https://evil.example")
 	status, header, body := evil.DoHeader("POST", "/api/v1/system/maintenance", map[string]any{"enabled": true})
 	if status != 403 || !strings.Contains(string(body), "origin_not_allowed") || header.Get("Access-Control-Allow-Origin") != "" {
@@ -82,7 +83,7 @@ func TestCrossOriginBrowserRequests(t *testing.T) {
 		}
 	}
 
-	listed := startBroker(t, map[string]string{"QUEEN_CORS_ALLOWED_ORIGINS": "https://ops.example.com, http://localhost:3000"})
+	listed := startBroker(t, func(c *config.Config) { c.CORSOrigins = []string{"https://ops.example.com", "http://localhost:3000"} })
 	ops := listed.WithHeader("Origin", "https://ops.example.com").WithHeader("Sec-Fetch-Site", "cross-site")
 	status, header, _ = ops.DoHeader("GET", "/api/v1/resources/queues", nil)
 	if status != 200 || header.Get("Access-Control-Allow-Origin") != "https://ops.example.com" {
@@ -100,7 +101,7 @@ func TestCrossOriginBrowserRequests(t *testing.T) {
 // A body with more array entries than QUEEN_MAX_ITEMS_PER_REQUEST is refused before it is
 // decoded, and nothing of it is stored.
 func TestOversizedBatchesAreRefusedBeforeWork(t *testing.T) {
-	c := startBroker(t, map[string]string{"QUEEN_MAX_ITEMS_PER_REQUEST": "100"})
+	c := startBroker(t, func(c *config.Config) { c.MaxRequestItems = 100 })
 	items := func(n int, queue string) []item {
 		out := make([]item, n)
 		for i := range out {

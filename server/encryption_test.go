@@ -18,11 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/persistence/pgtest"
 	"queen/server/servertest"
 )
 
 const testEncryptionKey = "5c0fa1d2e3b4a5968778695a4b3c2d1e0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
+// withKey gives a test broker QUEEN_ENCRYPTION_KEY.
+func withKey(c *config.Config) { c.EncryptionKey = testEncryptionKey }
 
 // storedRow is a message as PostgreSQL holds it.
 type storedRow struct {
@@ -112,8 +116,8 @@ func TestEncryptionAtRest(t *testing.T) {
 	t.Parallel()
 	cs := pgtest.NewDatabase(t)
 	spoolDir := t.TempDir()
-	c := servertest.Start(t, cs, map[string]string{
-		"QUEEN_ENCRYPTION_KEY": testEncryptionKey, "FILE_BUFFER_DIR": spoolDir, "FILE_BUFFER_FLUSH_MS": "20",
+	c := servertest.Start(t, cs, withKey, func(c *config.Config) {
+		c.SpoolDir, c.SpoolFlush = spoolDir, 20*time.Millisecond
 	})
 	const queue = "vault"
 	c.JSON("POST", "/api/v1/configure", map[string]any{"queue": queue, "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
@@ -200,7 +204,7 @@ func TestEncryptionAtRest(t *testing.T) {
 
 	// A broker without the key refuses pushes to the encrypted queue, on both write routes,
 	// and stores nothing.
-	keyless := servertest.Start(t, cs, nil)
+	keyless := servertest.Start(t, cs)
 	status, raw := keyless.Do("POST", "/api/v1/push", map[string]any{"items": []item{
 		{"queue": "clearq", "payload": 1}, {"queue": queue, "payload": map[string]any{"secret": "MARKER-nokey"}},
 	}})
@@ -235,7 +239,7 @@ func TestEncryptionAtRest(t *testing.T) {
 // by configure, not by its periodic refresh), both ways.
 func TestEncryptionFlagFollowsConfigure(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"QUEEN_ENCRYPTION_KEY": testEncryptionKey})
+	c := startBroker(t, withKey)
 	pushWant(t, c, 200, "queued", item{"queue": "flip", "payload": map[string]any{"n": "MARKER-before"}})
 	c.JSON("POST", "/api/v1/configure", map[string]any{"queue": "flip", "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
 	pushWant(t, c, 200, "queued", item{"queue": "flip", "payload": map[string]any{"n": "MARKER-after"}})
@@ -300,12 +304,12 @@ func TestEncryptionFlagCrossesTheMesh(t *testing.T) {
 // operator sees it before a client does.
 func TestBootLogNamesEncryptedQueuesWithoutKey(t *testing.T) {
 	cs := pgtest.NewDatabase(t)
-	keyed := servertest.Start(t, cs, map[string]string{"QUEEN_ENCRYPTION_KEY": testEncryptionKey})
+	keyed := servertest.Start(t, cs, withKey)
 	for _, q := range []string{"vault-b", "vault-a", "plain"} {
 		keyed.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"encryptionEnabled": q != "plain"}}, 200, nil)
 	}
 	var buf syncBuffer
-	servertest.StartLogged(t, cs, nil, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	servertest.StartLogged(t, cs, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if want := "encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: vault-a, vault-b"; !strings.Contains(buf.String(), want) {
 		t.Fatalf("boot log lacks %q:\n%s", want, buf.String())
 	}
@@ -347,7 +351,7 @@ func legacyEnvelope(t *testing.T, plain string) string {
 // binding existed still open.
 func TestEncryptionBindsEnvelopeToMessage(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"QUEEN_ENCRYPTION_KEY": testEncryptionKey})
+	c := startBroker(t, withKey)
 	for _, q := range []string{"bound-a", "bound-b"} {
 		c.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
 	}

@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/persistence/pgtest"
 	"queen/server/servertest"
 )
 
 // startBroker boots a broker on a fresh database.
-func startBroker(t *testing.T, env map[string]string) *servertest.Client {
+func startBroker(t *testing.T, opts ...servertest.Option) *servertest.Client {
 	t.Helper()
-	return servertest.Start(t, pgtest.NewDatabase(t), env)
+	return servertest.Start(t, pgtest.NewDatabase(t), opts...)
 }
 
 // waitUntil re-checks cond on a ticker until it holds, and fails the test if it does not hold
@@ -86,6 +87,17 @@ type ackResult struct {
 	QueueName     *string `json:"queueName"`
 	Success       bool    `json:"success"`
 	TransactionID string  `json:"transactionId"`
+}
+
+// rechecksEvery sets the re-check schedule of parked pops to one interval: long, it makes sure
+// only a wake-up can deliver to them.
+func rechecksEvery(d time.Duration) servertest.Option {
+	return func(c *config.Config) { c.PopWaitInitialInterval, c.PopWaitMaxInterval = d, d }
+}
+
+// drainEvery sets the spool's drain cadence (FILE_BUFFER_FLUSH_MS).
+func drainEvery(d time.Duration) servertest.Option {
+	return func(c *config.Config) { c.SpoolFlush = d }
 }
 
 // createQueue configures queues with their defaults: a broker keeps parked-pop gauges only for

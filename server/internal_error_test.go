@@ -18,7 +18,7 @@ import (
 func TestInternalErrorAnswersRequestIDOnly(t *testing.T) {
 	cs := pgtest.NewDatabase(t)
 	var buf syncBuffer
-	c := servertest.StartLogged(t, cs, nil, slog.New(slog.NewTextHandler(&buf, nil)))
+	c := servertest.StartLogged(t, cs, slog.New(slog.NewTextHandler(&buf, nil)))
 
 	conn, err := pgx.Connect(context.Background(), cs)
 	if err != nil {

@@ -134,10 +134,9 @@ func TestJWTRouteAccess(t *testing.T) {
 	k1, k2 := jwtKey(0), jwtKey(1)
 	idp := newJWKSEndpoint(t)
 	idp.publish("k1", k1)
-	c := startBroker(t, map[string]string{
-		"JWT_ENABLED": "true", "JWT_ALGORITHM": "RS256", "JWT_JWKS_URL": idp.URL + "/jwks.json",
-		"JWT_ISSUER": "https://idp.test", "JWT_AUDIENCE": "queen",
-	})
+	c := startBroker(t, withJWT(func(j *auth.Config) {
+		j.Algorithm, j.JWKSURL, j.Issuer, j.Audience = "RS256", idp.URL+"/jwks.json", "https://idp.test", "queen"
+	}))
 	now := time.Now()
 	claims := func(edit jwt.MapClaims) jwt.MapClaims {
 		m := jwt.MapClaims{"iss": "https://idp.test", "aud": []string{"queen"}, "sub": "walker", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
@@ -238,10 +237,9 @@ func TestJWTJWKSRotation(t *testing.T) {
 	k1, k2 := jwtKey(0), jwtKey(1)
 	idp := newJWKSEndpoint(t)
 	idp.publish("2024-a", k1)
-	c := startBroker(t, map[string]string{
-		"JWT_ENABLED": "true", "JWT_ALGORITHM": "RS256", "JWT_JWKS_URL": idp.URL,
-		"JWT_JWKS_REFRESH_INTERVAL": "1", "JWT_JWKS_MIN_REFETCH_MS": "0",
-	})
+	c := startBroker(t, withJWT(func(j *auth.Config) {
+		j.Algorithm, j.JWKSURL, j.JWKSRefresh, j.JWKSMinRefetch = "RS256", idp.URL, time.Second, 0
+	}))
 	as := func(key *rsa.PrivateKey, kid string) *servertest.Client {
 		return c.WithHeader("Authorization", "Bearer "+signJWT(t, jwt.SigningMethodRS256, key, kid, jwt.MapClaims{"role": "read-only"}))
 	}
@@ -276,7 +274,7 @@ func TestJWTJWKSRotation(t *testing.T) {
 func TestJWTProducerSub(t *testing.T) {
 	t.Parallel()
 	const secret = "producer-sub-test-secret-0123456789"
-	c := startBroker(t, map[string]string{"JWT_ENABLED": "true", "JWT_SECRET": secret, "FILE_BUFFER_FLUSH_MS": "20"})
+	c := startBroker(t, withJWT(func(j *auth.Config) { j.Secret = secret }), drainEvery(20*time.Millisecond))
 	as := func(claims jwt.MapClaims) *servertest.Client {
 		return c.WithHeader("Authorization", "Bearer "+signJWT(t, jwt.SigningMethodHS256, []byte(secret), "", claims))
 	}
@@ -351,7 +349,7 @@ func TestJWTProducerSub(t *testing.T) {
 // body is still ignored.
 func TestAuthRoutesWithJWTOff(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	var me struct {
 		Standalone bool   `json:"standalone"`
 		Role       string `json:"role"`
@@ -372,6 +370,14 @@ func TestAuthRoutesWithJWTOff(t *testing.T) {
 	push(t, c, item{"queue": "jwt-off", "payload": 1, "producerSub": "mallory"})
 	if p := pop(t, c, "/api/v1/pop/queue/jwt-off"); len(p.Messages) != 1 || p.Messages[0].ProducerSub != nil {
 		t.Fatalf("pop: %+v", p)
+	}
+}
+
+// withJWT turns JWT on with the defaults JWT_ENABLED=true gives, changed by edit.
+func withJWT(edit func(*auth.Config)) servertest.Option {
+	return func(c *config.Config) {
+		c.JWT = auth.Defaults()
+		edit(&c.JWT)
 	}
 }
 

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"queen/config"
 )
 
 // With QUEEN_METRICS_BIND_ADDR the metrics routes answer on that listener only: 404 on the HTTP
 // port (not the dashboard shell), and nothing but the metrics on the metrics listener.
 func TestMetricsOnTheirOwnListener(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"QUEEN_METRICS_BIND_ADDR": "127.0.0.1:0"})
+	c := startBroker(t, func(c *config.Config) { c.MetricsBindAddr = "127.0.0.1:0" })
 	addr := c.Broker.MetricsAddr()
 	if addr == "" || addr == strings.TrimPrefix(c.Base, "http://") {
 		t.Fatalf("metrics address %q (HTTP at %s)", addr, c.Base)
@@ -52,7 +54,7 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 	}
 
 	// Without the variable they stay on the HTTP port.
-	d := startBroker(t, nil)
+	d := startBroker(t)
 	if d.Broker.MetricsAddr() != "" {
 		t.Fatalf("a metrics listener without QUEEN_METRICS_BIND_ADDR: %s", d.Broker.MetricsAddr())
 	}

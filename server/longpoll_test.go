@@ -47,7 +47,7 @@ func popAsync(t *testing.T, c *servertest.Client, path string) <-chan popOutcome
 // answers with no messages: a pop that returns the pushed messages was woken by the push.
 func TestParkedPopIsWokenByPush(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"POP_WAIT_INITIAL_INTERVAL_MS": "600000", "POP_WAIT_MAX_INTERVAL_MS": "600000"})
+	c := startBroker(t, rechecksEvery(10*time.Minute))
 	createQueue(t, c, "lp") // with its Default partition
 	done := popAsync(t, c, "/api/v1/pop/queue/lp/partition/Default?wait=true&batch=5&timeout=20000")
 	waitFor(t, "the pop to park", func() bool {
@@ -74,7 +74,7 @@ func TestParkedPopIsWokenByPush(t *testing.T) {
 // the same empty queue otherwise, as the test checks).
 func TestLongPollOnEmptyQueueAnswersAtTimeout(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	// answer pops and returns the answer with its keys sorted.
 	answer := func(query string) string {
 		var out map[string]any
@@ -106,7 +106,7 @@ func TestLongPollOnEmptyQueueAnswersAtTimeout(t *testing.T) {
 
 func TestDisconnectedLongPollDoesNotTakeMessages(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	createQueue(t, c, "gone")
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.Base+"/api/v1/pop/queue/gone?wait=true&timeout=30000", nil)
@@ -133,7 +133,7 @@ func TestDisconnectedLongPollDoesNotTakeMessages(t *testing.T) {
 
 func TestShutdownAnswersParkedPops(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	createQueue(t, c, "bye")
 	// The pop's timeout is far beyond the shutdown's: the HTTP server waits for the requests in
 	// flight, so a shutdown that left the pop parked would fail with its context's deadline.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/persistence/pgtest"
 	"queen/server/servertest"
 )
@@ -266,7 +267,7 @@ func countStored(t testing.TB, c *servertest.Client, queue string) int {
 // is then delivered once per consumer group, in push order per partition, intact.
 func TestMaintenancePushSpoolsAndDrainsWhenTurnedOff(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"FILE_BUFFER_FLUSH_MS": "20"})
+	c := startBroker(t, drainEvery(20*time.Millisecond))
 	const queue = "maint"
 	parts := []string{"p0", "p1", "p2"}
 	groups := []string{"", "g1"}
@@ -361,7 +362,7 @@ func TestMaintenancePopPausesConsumers(t *testing.T) {
 	t.Parallel()
 	// The broker's own re-check of a parked pop comes only after ten minutes, and the long-polls
 	// wait as long: turning pop maintenance on is the only thing that can answer one early.
-	c := startBroker(t, map[string]string{"POP_WAIT_INITIAL_INTERVAL_MS": "600000", "POP_WAIT_MAX_INTERVAL_MS": "600000"})
+	c := startBroker(t, rechecksEvery(10*time.Minute))
 	const queue, idle = "popmaint", "popmaint-idle"
 	const timeout = "600000"
 	createQueue(t, c, queue, idle)
@@ -438,7 +439,7 @@ func TestMaintenancePopPausesConsumers(t *testing.T) {
 // A flag that is not a JSON boolean is refused, and changes nothing.
 func TestMaintenanceRefusesNonBooleanFlags(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	for _, path := range []string{"/api/v1/system/maintenance", "/api/v1/system/maintenance/pop"} {
 		for _, body := range []string{`{"enabled":"yes"}`, `{"enabled":"true"}`, `{"enabled":1}`, `{"enabled":null}`, `{}`, `not json`} {
 			status, raw := c.Do("POST", path, body)
@@ -462,10 +463,11 @@ func TestMaintenanceRefusesNonBooleanFlags(t *testing.T) {
 func TestMaintenanceSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDatabase(t)
-	env := map[string]string{
-		"FILE_BUFFER_DIR": t.TempDir(), "FILE_BUFFER_FLUSH_MS": "20",
+	spoolDir := t.TempDir()
+	env := func(c *config.Config) {
+		c.SpoolDir, c.SpoolFlush = spoolDir, 20*time.Millisecond
 		// Only the boot may restore the flag in this test, not the periodic re-read.
-		"QUEEN_CACHE_REFRESH_INTERVAL_MS": "3600000",
+		c.FlagsRefresh = time.Hour
 	}
 	const queue = "restart"
 	parts := []string{"a", "b"}

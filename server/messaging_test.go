@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"queen/config"
 )
 
 func TestPushPopAckLifecycle(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 
 	res := push(t, c,
 		item{"queue": "orders", "partition": "p1", "payload": map[string]any{"n": 1}, "transactionId": "tx-1"},
@@ -104,7 +106,7 @@ func TestPushPopAckLifecycle(t *testing.T) {
 
 func TestFailedAcksRetryThenDeadLetter(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "work", "payload": map[string]any{"job": 1}, "transactionId": "j1"},
 		item{"queue": "work", "payload": map[string]any{"job": 2}, "transactionId": "j2"})
 
@@ -143,7 +145,7 @@ func TestFailedAcksRetryThenDeadLetter(t *testing.T) {
 
 func TestExpiredLeaseRedelivers(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "exp", "payload": "a"}, item{"queue": "exp", "payload": "b"})
 	first := pop(t, c, "/api/v1/pop/queue/exp", "batch", "10")
 	if len(first.Messages) != 2 {
@@ -174,7 +176,7 @@ func TestExpiredLeaseRedelivers(t *testing.T) {
 
 func TestConsumerGroupsAndSubscriptionModes(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "events", "partition": "e1", "payload": 1}, item{"queue": "events", "partition": "e1", "payload": 2},
 		item{"queue": "events", "partition": "e2", "payload": 3})
 
@@ -245,7 +247,7 @@ func TestConsumerGroupsAndSubscriptionModes(t *testing.T) {
 // With no lease in force an ack without a leaseId still applies.
 func TestAckWithoutLeaseIDUnderAnotherLease(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "held", "payload": map[string]any{"n": 1}, "transactionId": "tx-1"},
 		item{"queue": "held", "payload": map[string]any{"n": 2}, "transactionId": "tx-2"},
 		item{"queue": "held", "payload": map[string]any{"n": 3}, "transactionId": "tx-3"})
@@ -289,7 +291,7 @@ func TestAckWithoutLeaseIDUnderAnotherLease(t *testing.T) {
 
 func TestTransactionIsAtomic(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "txsrc", "payload": map[string]any{"step": 1}, "transactionId": "src-1"})
 	p := pop(t, c, "/api/v1/pop/queue/txsrc")
 	src := p.Messages[0]
@@ -330,7 +332,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 
 func TestLeaseExtend(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "ext", "payload": 1})
 	p := pop(t, c, "/api/v1/pop/queue/ext")
 	var out []map[string]any
@@ -347,7 +349,7 @@ func TestLeaseExtend(t *testing.T) {
 
 func TestBadInputIsRejectedWithTheFieldNamed(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"QUEEN_MAX_BODY_BYTES": "4096"})
+	c := startBroker(t, func(c *config.Config) { c.MaxBodyBytes = 4096 })
 	long := strings.Repeat("x", 256)
 	cases := []struct {
 		method, path string
@@ -406,7 +408,7 @@ func TestBadInputIsRejectedWithTheFieldNamed(t *testing.T) {
 
 func TestPayloadsComeBackEqual(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	values := []string{`{"a":[1,2,{"b":null}]}`, `[1,"two",3.5]`, `"just a string"`, `42`, `null`, `true`, `"snow ☃ and \ud83d\ude00"`}
 	items := make([]item, len(values))
 	for i, v := range values {
@@ -429,7 +431,7 @@ func TestPayloadsComeBackEqual(t *testing.T) {
 
 func TestRoutingFallbacks(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	for _, r := range []struct{ method, path string }{{"GET", "/api/v1/nope"}, {"PUT", "/api/v1/push"}, {"POST", "/dashboard"}, {"GET", "/auth/whatever"}} {
 		status, body := c.Do(r.method, r.path, nil)
 		if status != 404 || string(body) != `{"error":"Not Found","code":"no_such_route"}` {

@@ -14,7 +14,7 @@ import (
 // no series, and a name with the characters the exposition format escapes keeps the page
 // parseable.
 func TestParkedGaugeOnlyForExistingQueues(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	const odd = `we"ird\queue`
 	push(t, c, item{"queue": odd, "payload": 1})
 	pop(t, c, "/api/v1/pop/queue/"+url.PathEscape(odd), "autoAck", "true")

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/persistence/localpg"
 	"queen/server/servertest"
 )
@@ -228,10 +229,8 @@ func runOutage(t *testing.T, sc outageScenario) {
 
 	ctx := context.Background()
 	pg := newOutageCluster(t)
-	c := servertest.Start(t, pg.cluster.ConnString("postgres"), map[string]string{
-		"QUEEN_SERVER_ID":        "outage-broker",
-		"FILE_BUFFER_DB_WAIT_MS": "2000",
-		"FILE_BUFFER_FLUSH_MS":   "50",
+	c := servertest.Start(t, pg.cluster.ConnString("postgres"), func(c *config.Config) {
+		c.ServerID, c.SpoolAfter, c.SpoolFlush = "outage-broker", boundedWait, 50*time.Millisecond
 	})
 	t.Cleanup(pg.thaw) // before the broker's shutdown, which waits for its database work
 	// A pop that PostgreSQL commits after the broker gave up on it (answered 503) leaves its

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/server/servertest"
 )
 
@@ -36,7 +37,7 @@ func recheckBound(elapsed time.Duration) int {
 // must see the re-checks of about one waiter, not of 2,000, and /health must stay up.
 func TestParkedPopsShareOneRecheck(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	const waiters = 2000
 	path := "/api/v1/pop/queue/crowd?consumerGroup=workers&wait=true&timeout=60000"
 	createQueue(t, c, "crowd")
@@ -98,7 +99,7 @@ func answeredUnparked(t *testing.T, c *servertest.Client, done <-chan popOutcome
 // with the timeout shape, and the parked ones stay parked.
 func TestParkedPopCapPerQueue(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"QUEEN_MAX_PARKED_PER_QUEUE": "10"})
+	c := startBroker(t, func(c *config.Config) { c.MaxParkedPerQueue = 10 })
 	path := "/api/v1/pop/queue/capped?wait=true&timeout=60000"
 	createQueue(t, c, "capped")
 	for range 10 {
@@ -121,7 +122,7 @@ func TestParkedPopCapPerQueue(t *testing.T) {
 // TestParkedPopCapPerBroker: QUEEN_MAX_PARKED counts the parked pops of every queue.
 func TestParkedPopCapPerBroker(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"QUEEN_MAX_PARKED": "2"})
+	c := startBroker(t, func(c *config.Config) { c.MaxParked = 2 })
 	createQueue(t, c, "first", "second", "third")
 	popAsync(t, c, "/api/v1/pop/queue/first?wait=true&timeout=60000")
 	popAsync(t, c, "/api/v1/pop/queue/second?wait=true&timeout=60000")
@@ -139,7 +140,7 @@ func TestParkedPopCapPerBroker(t *testing.T) {
 // away it stops costing database pops; a push to one of its queues answers it.
 func TestNamespaceLongPoll(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	for _, q := range []string{"ns-a", "ns-b"} {
 		c.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "namespace": "billing"}, 200, nil)
 	}

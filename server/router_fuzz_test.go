@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"log/slog"
 	"net"
+	"os"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -44,7 +46,7 @@ func FuzzRouter(f *testing.F) {
 		f.Add(s.method, s.path, s.query, []byte(s.body))
 	}
 	// One broker for the whole run: a broker per input would make every input cost a boot.
-	broker := servertest.Start(f, pgtest.NewDatabase(f), map[string]string{"LOG_LEVEL": "error"})
+	broker := servertest.StartLogged(f, pgtest.NewDatabase(f), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	handle := broker.Broker.Handler()
 	f.Fuzz(func(t *testing.T, method uint8, path, query string, body []byte) {
 		var req fasthttp.Request

@@ -19,7 +19,7 @@ func exec(t *testing.T, c *servertest.Client, sql string, args ...any) {
 func TestConcurrentDuplicatePushesHaveOneWinner(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDatabase(t)
-	brokers := []*servertest.Client{servertest.Start(t, db, nil), servertest.Start(t, db, nil)}
+	brokers := []*servertest.Client{servertest.Start(t, db), servertest.Start(t, db)}
 	const racers = 16
 	results := make([]pushResult, racers)
 	var wg sync.WaitGroup
@@ -64,7 +64,7 @@ func TestConcurrentDuplicatePushesHaveOneWinner(t *testing.T) {
 
 func TestDelayedProcessingHidesYoungMessages(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "delayed", "payload": "first"})
 	exec(t, c, `UPDATE queen.queues SET delayed_processing = 3600 WHERE name = 'delayed'`)
 	push(t, c, item{"queue": "delayed", "payload": "second"})
@@ -87,7 +87,7 @@ func TestDelayedProcessingHidesYoungMessages(t *testing.T) {
 
 func TestWindowBufferWaitsForAQuietPartition(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c, item{"queue": "win", "payload": 1})
 	exec(t, c, `UPDATE queen.queues SET window_buffer = 3600 WHERE name = 'win'`)
 	push(t, c, item{"queue": "win", "payload": 2})
@@ -108,7 +108,7 @@ func TestWindowBufferWaitsForAQuietPartition(t *testing.T) {
 
 func TestPopByNamespace(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	// Namespace and task derive from the queue name: billing.invoices -> billing / invoices.
 	push(t, c, item{"queue": "billing.invoices", "payload": "inv"}, item{"queue": "shipping.labels", "payload": "lbl"})
 	p := pop(t, c, "/api/v1/pop", "namespace", "billing", "autoAck", "true")

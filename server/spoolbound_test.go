@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"queen/config"
 	"queen/server/servertest"
 )
 
@@ -68,9 +69,9 @@ func fillSpool(t *testing.T, c *servertest.Client, queue string, parts []string,
 // no refused one at all.
 func TestOutageSpoolFullAnswers503(t *testing.T) {
 	pg := newOutageCluster(t)
-	c := servertest.Start(t, pg.cluster.ConnString("postgres"), map[string]string{
-		"FILE_BUFFER_MAX_BYTES": "16384",
-		"FILE_BUFFER_FLUSH_MS":  "10", // many drain ticks while the spool fills
+	c := servertest.Start(t, pg.cluster.ConnString("postgres"), func(c *config.Config) {
+		c.SpoolMaxBytes = 16384
+		c.SpoolFlush = 10 * time.Millisecond // many drain ticks while the spool fills
 	})
 	const queue = "bounded"
 	parts := []string{"p0", "p1"}
@@ -101,7 +102,7 @@ func TestOutageSpoolFullAnswers503(t *testing.T) {
 // turning maintenance off delivers every buffered push exactly once, in order.
 func TestMaintenanceSpoolFullAnswers503(t *testing.T) {
 	t.Parallel()
-	c := startBroker(t, map[string]string{"FILE_BUFFER_MAX_BYTES": "16384", "FILE_BUFFER_FLUSH_MS": "10"})
+	c := startBroker(t, func(c *config.Config) { c.SpoolMaxBytes, c.SpoolFlush = 16384, 10*time.Millisecond })
 	const queue = "bounded-maint"
 	parts := []string{"p0", "p1", "p2"}
 	setPushMaint(t, c, true)

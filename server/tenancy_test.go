@@ -22,7 +22,8 @@ import (
 	"queen/server/servertest"
 )
 
-var tenancyOn = map[string]string{"QUEEN_TENANCY_HEADER": "true", "QUEEN_KV_TRUSTED_PROXY": "true"}
+// tenancyOn turns tenancy on, as QUEEN_TENANCY_HEADER=true with QUEEN_KV_TRUSTED_PROXY=true does.
+func tenancyOn(c *config.Config) { c.TenancyHeader, c.TrustedProxy = true, true }
 
 // noInternalNames fails when a body shows a stored tenant name (U+001F, raw or escaped).
 func noInternalNames(t *testing.T, what string, body []byte) {
@@ -209,7 +210,7 @@ func TestTenancySeparatesSameNamedQueues(t *testing.T) {
 
 // With tenancy off the header is ignored: a push that carries it lands in the plain queue.
 func TestTenancyOffIgnoresHeader(t *testing.T) {
-	c := startBroker(t, nil)
+	c := startBroker(t)
 	push(t, c.WithHeader("x-queen-tenant", "acme"), item{"queue": "orders", "payload": "x"})
 	push(t, c.WithHeader("x-queen-tenant", "bad tenant!"), item{"queue": "orders", "payload": "y"})
 	if got := queueNames(t, c); len(got) != 1 || got[0] != "orders" {

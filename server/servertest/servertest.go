@@ -40,32 +40,35 @@ func (c *Client) WithHeader(key, value string) *Client {
 	return &cp
 }
 
-// Start boots a broker on 127.0.0.1 against the database connString. env overrides
-// configuration variables (as the environment would). The broker stops when the test ends.
-func Start(t testing.TB, connString string, env map[string]string) *Client {
+// Option changes the configuration of a test broker. It names config.Config fields, so a
+// misspelled setting does not compile; the environment loader itself is exercised end to end
+// by the tests that boot brokers from variables (the mesh tests, cmd/queen).
+type Option func(*config.Config)
+
+// Start boots a broker on 127.0.0.1 against the database connString, with the configuration
+// the environment would give by default changed by opts. The broker stops when the test ends.
+func Start(t testing.TB, connString string, opts ...Option) *Client {
 	t.Helper()
 	level := slog.LevelWarn
 	if os.Getenv("QUEEN_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	return StartLogged(t, connString, env, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	return StartLogged(t, connString, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), opts...)
 }
 
 // StartLogged is Start with the broker's logger given, for tests that read what it logs.
-func StartLogged(t testing.TB, connString string, env map[string]string, log *slog.Logger) *Client {
+func StartLogged(t testing.TB, connString string, log *slog.Logger, opts ...Option) *Client {
 	t.Helper()
-	// Each broker gets a spool of its own unless the test shares one on purpose (restarts).
-	spoolDir := env["FILE_BUFFER_DIR"]
-	if spoolDir == "" {
-		spoolDir = t.TempDir()
-	}
-	cfg, err := config.Load(func(k string) string {
-		if k == "FILE_BUFFER_DIR" {
-			return spoolDir
-		}
-		return env[k]
-	})
+	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	// Each broker gets a spool of its own unless the test shares one on purpose (restarts).
+	cfg.SpoolDir = t.TempDir()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.JWT.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,40 +5,17 @@ import (
 	"strings"
 )
 
-// Tenancy (QUEEN_TENANCY_HEADER): a tenant's queue is stored under the internal name
-// <tenant>\x1f<name> (U+001F, the unit separator); the default tenant's queues keep their plain
-// name. Every statement that takes a queue name works unchanged, and two tenants' queues of the
-// same name are different rows. Listing statements take a scope (ScopePrefix) that keeps them
-// to one tenant's queues.
+// Tenancy (QUEEN_TENANCY_HEADER): a queue is known by its tenant and the name its tenant gives
+// it, a QueueName. It is stored under one text, <tenant>\x1f<name> (U+001F, the unit
+// separator), the default tenant's queues under their plain name: every statement that takes a
+// queue name works unchanged, and two tenants' queues of the same name are different rows.
+// That text is the queue's name wherever it leaves the process (the database, the spool
+// records, the mesh frames, the payload envelopes' binding); inside, only the functions of this
+// file convert. Listing statements take a Scope that keeps them to one tenant's queues.
 
-// TenantSep separates the tenant from the queue name in an internal name.
+// TenantSep separates the tenant from the name in a stored queue name. A queue name never
+// contains it (the HTTP edge refuses one that does): it would address another tenant's queue.
 const TenantSep = "\x1f"
-
-// InternalName is the stored name of tenant's queue name; the default tenant ("") keeps name.
-func InternalName(tenant, name string) string {
-	if tenant == "" {
-		return name
-	}
-	return tenant + TenantSep + name
-}
-
-// SplitName splits a stored queue name into its tenant ("" for the default tenant) and the
-// name the tenant knows.
-func SplitName(internal string) (tenant, name string) {
-	if i := strings.Index(internal, TenantSep); i >= 0 {
-		return internal[:i], internal[i+1:]
-	}
-	return "", internal
-}
-
-// ScopePrefix is the scope of tenant's listings: the prefix of its internal names, "" for the
-// default tenant (names without U+001F).
-func ScopePrefix(tenant string) string {
-	if tenant == "" {
-		return ""
-	}
-	return tenant + TenantSep
-}
 
 // QueueName is a queue's identity. It is comparable, so it keys maps as it is.
 type QueueName struct {
@@ -98,9 +75,10 @@ func (s Scope) Queue(name string) QueueName { return QueueName{Tenant: s.Tenant,
 // Owns reports whether q belongs to the scope's tenant.
 func (s Scope) Owns(q QueueName) bool { return q.Tenant == s.Tenant }
 
-// inScope is the SQL condition that the queue name col is in the scope bound to param.
+// inScope is the SQL condition that the stored queue name col belongs to the tenant bound to
+// param (Scope.Tenant): no separator for the default tenant, the tenant's prefix otherwise.
 func inScope(col, param string) string {
-	return `(CASE WHEN ` + param + `::text = '' THEN strpos(` + col + `, chr(31)) = 0 ELSE starts_with(` + col + `, ` + param + `::text) END)`
+	return `(CASE WHEN ` + param + `::text = '' THEN strpos(` + col + `, chr(31)) = 0 ELSE starts_with(` + col + `, ` + param + `::text || chr(31)) END)`
 }
 
 // unscoped is the SQL expression of a stored queue name without its tenant.

@@ -1,6 +1,9 @@
 package persistence
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 // The stored text of a queue name is a storage format (database rows, spool records, mesh
 // frames, envelope bindings): it must not change, and it reads back to the same QueueName.
@@ -27,5 +30,25 @@ func TestQueueNameStoredText(t *testing.T) {
 		if got := ParseQueueName(stored).Stored(); got != stored {
 			t.Errorf("%q read back and stored again as %q", stored, got)
 		}
+	}
+}
+
+// A spool record names its queue by the stored text, as records written before QueueName
+// existed did: such a record reads back as the tenant's queue and is written the same way.
+func TestSpoolRecordTenantQueue(t *testing.T) {
+	record := []byte(`{"queue":"acme\u001forders","partition":"p","transactionId":"t","payload":{"a":1}}`)
+	it, err := DecodeSpoolRecord(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (QueueName{Tenant: "acme", Name: "orders"}); it.Queue != want {
+		t.Fatalf("queue %+v, want %+v", it.Queue, want)
+	}
+	again, err := EncodeSpoolRecord(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, record) {
+		t.Fatalf("written back as %s, want %s", again, record)
 	}
 }

@@ -105,7 +105,7 @@ func (g *gate) Pop(ctx context.Context, r persistence.PopRequest) (persistence.P
 	return res, err
 }
 
-func (g *gate) QueueExists(_ context.Context, name string) (bool, error) {
+func (g *gate) QueueExists(_ context.Context, name persistence.QueueName) (bool, error) {
 	g.mu.Lock()
 	g.probes++
 	g.mu.Unlock()
@@ -270,15 +270,15 @@ func park(s *System, r persistence.PopRequest, deadline time.Time) chan PopReply
 
 // popOf is a pop of one message by group on queue.
 func popOf(queue, group string) persistence.PopRequest {
-	return persistence.PopRequest{Queue: queue, Group: group, Batch: 1, Partitions: 1, LeaseID: uuid.New()}
+	return persistence.PopRequest{Queue: persistence.QueueName{Name: queue}, Group: group, Batch: 1, Partitions: 1, LeaseID: uuid.New()}
 }
 
 // pushOf pushes one message per partition to queue, with transaction id queue/partition and
 // the partition's name as a JSON string for payload.
 func pushOf(queue string, partitions ...string) *PushRequest {
-	req := &PushRequest{Queue: queue, Reply: make(chan PushReply, 1)}
+	req := &PushRequest{Queue: persistence.QueueName{Name: queue}, Reply: make(chan PushReply, 1)}
 	for _, p := range partitions {
-		req.Items = append(req.Items, persistence.PushItem{Queue: queue, Partition: p,
+		req.Items = append(req.Items, persistence.PushItem{Queue: req.Queue, Partition: p,
 			TransactionID: queue + "/" + p, Payload: json.RawMessage(strconv.Quote(p))})
 	}
 	return req

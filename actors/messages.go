@@ -14,7 +14,7 @@ import (
 
 // PushRequest stores Items (all of one queue) and answers on Reply.
 type PushRequest struct {
-	Queue string
+	Queue persistence.QueueName
 	Items []persistence.PushItem
 	Reply chan PushReply // buffered, capacity 1
 }
@@ -47,7 +47,7 @@ type PopRequest struct {
 // PopReply is the answer to a PopRequest. TimedOut marks a long-poll that reached its deadline
 // (or was released by shutdown) with nothing to deliver.
 type PopReply struct {
-	Queue    string // the queue whose actor answered: a namespace pop waits on several
+	Queue    persistence.QueueName // the queue whose actor answered: a namespace pop waits on several
 	Result   persistence.PopResult
 	TimedOut bool
 	Paused   bool // pop maintenance is on
@@ -57,7 +57,7 @@ type PopReply struct {
 // Wake tells a queue actor that messages arrived in Partitions (all partitions when empty),
 // pushed through this broker's transaction route, another broker, or an operator.
 type Wake struct {
-	Queue      string
+	Queue      persistence.QueueName
 	Partitions []string
 }
 
@@ -86,7 +86,7 @@ type (
 	poke        struct{} // a OneOf another actor held is free again
 	drain       struct{}
 	passivate   struct {
-		queue    string
+		queue    persistence.QueueName
 		received int
 	}
 )

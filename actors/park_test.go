@@ -12,7 +12,7 @@ import (
 func TestRecheckKeyIgnoresHowMuchAPopTakes(t *testing.T) {
 	from := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	sameInstant := from.In(time.FixedZone("CET", 3600))
-	base := persistence.PopRequest{Queue: "q", Group: "g", Batch: 1, Partitions: 1, SubscribeFrom: &from, LeaseID: uuid.New()}
+	base := persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: "g", Batch: 1, Partitions: 1, SubscribeFrom: &from, LeaseID: uuid.New()}
 
 	same := base
 	same.Batch, same.Partitions, same.AutoAck, same.LeaseID = 50, 4, true, uuid.New()

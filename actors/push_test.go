@@ -47,7 +47,7 @@ func TestPushCommitDeliversToParkedPop(t *testing.T) {
 		!bytes.Equal(m.Payload, push.Items[0].Payload) {
 		t.Fatalf("parked pop got %+v, want message %s of the push", m, pr.Results[0].MessageID)
 	}
-	if got.Queue != "e2e" {
+	if got.Queue != (persistence.QueueName{Name: "e2e"}) {
 		t.Fatalf("answered for queue %q", got.Queue)
 	}
 }

@@ -40,7 +40,7 @@ func (o WaitOptions) backoff(checks int) time.Duration {
 // An interface so that a test decides when PostgreSQL answers.
 type Database interface {
 	Pop(ctx context.Context, r persistence.PopRequest) (persistence.PopResult, error)
-	QueueExists(ctx context.Context, name string) (bool, error)
+	QueueExists(ctx context.Context, queue persistence.QueueName) (bool, error)
 }
 
 // PushSubmitter queues pushes for PostgreSQL without blocking; the push lanes
@@ -56,8 +56,8 @@ type Deps struct {
 	Spool       *spool.Spool
 	SpoolAfter  time.Duration // a push that waits this long on PostgreSQL is spooled instead
 	Maintenance *Maintenance
-	DBHealthy   *atomic.Bool                            // false while PostgreSQL refuses pushes; the spool drain restores it
-	OnPushed    func(queue string, partitions []string) // tells the mesh; may be nil
+	DBHealthy   *atomic.Bool                                           // false while PostgreSQL refuses pushes; the spool drain restores it
+	OnPushed    func(queue persistence.QueueName, partitions []string) // tells the mesh; may be nil
 	// OrphanLease takes the lease of a pop that failed (its client got an error): if the
 	// database committed the claim after all, the lease must be released, not left to expire.
 	OrphanLease  func(leaseID uuid.UUID)
@@ -82,7 +82,7 @@ type waiter struct {
 }
 
 type queueActor struct {
-	name     string
+	name     persistence.QueueName
 	deps     *Deps
 	wide     *brokerWide
 	waiters  []*waiter // FIFO: older waiters are served first
@@ -126,7 +126,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		if t, ok := a.pushes[m.req]; ok {
 			t.Stop()
 			delete(a.pushes, m.req)
-			a.deps.Log.Warn("PostgreSQL did not take a push in time; spooling it", "queue", a.name, "wait", a.deps.SpoolAfter)
+			a.deps.Log.Warn("PostgreSQL did not take a push in time; spooling it", "queue", a.name.String(), "wait", a.deps.SpoolAfter)
 			a.spoolPush(ctx, m.req)
 		}
 	case *spoolDone:
@@ -186,10 +186,9 @@ func (a *queueActor) queueKnown(exists bool) {
 	if a.gauge == nil {
 		// A tenant's queue (tenancy) is labelled with the name its tenant knows and a tenant
 		// label: the stored name never reaches the metrics.
-		tenant, name := persistence.SplitName(a.name)
-		labels := `queue="` + labelValue(name) + `"`
-		if tenant != "" {
-			labels += `,tenant="` + labelValue(tenant) + `"`
+		labels := `queue="` + labelValue(a.name.Name) + `"`
+		if a.name.Tenant != "" {
+			labels += `,tenant="` + labelValue(a.name.Tenant) + `"`
 		}
 		a.gaugeName = `queen_queue_parked_consumers{` + labels + `}`
 		a.gauge = a.deps.Metrics.GetOrCreateGauge(a.gaugeName, nil)

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+
+	"queen/persistence"
 )
 
 // router spawns one queue actor per queue on first use and passivates idle ones.
@@ -12,7 +14,7 @@ import (
 type router struct {
 	deps     *Deps
 	wide     *brokerWide
-	children map[string]*child
+	children map[persistence.QueueName]*child
 	draining bool
 }
 
@@ -52,7 +54,7 @@ func (r *router) Receive(ctx actor.Context) {
 	}
 }
 
-func (r *router) forward(ctx actor.Context, queue string, msg any) {
+func (r *router) forward(ctx actor.Context, queue persistence.QueueName, msg any) {
 	c := r.children[queue]
 	if c == nil {
 		name, wide := queue, r.wide

@@ -28,7 +28,7 @@ func TestIdleActorIsPassivated(t *testing.T) {
 		}
 		advance(time.Nanosecond)
 		asks := h.takeAsks()
-		if len(asks) != 1 || *asks[0] != (passivate{queue: "idle", received: 1}) {
+		if len(asks) != 1 || *asks[0] != (passivate{queue: persistence.QueueName{Name: "idle"}, received: 1}) {
 			t.Fatalf("at IdleTimeout the actors asked %+v, want only the idle one, having received 1", asks)
 		}
 		h.release(b, asks[0])
@@ -43,7 +43,7 @@ func TestIdleActorIsPassivated(t *testing.T) {
 		}
 		advance(idle)
 		asks = h.takeAsks()
-		if len(asks) != 1 || asks[0].queue != "busy" {
+		if len(asks) != 1 || asks[0].queue.Name != "busy" {
 			t.Fatalf("IdleTimeout after its pop was answered the actors asked %+v, want the busy one", asks)
 		}
 		h.release(b, asks[0])
@@ -89,7 +89,7 @@ func TestRequestRacingPassivationIsAnswered(t *testing.T) {
 		// Once idle again, the actor asks again and is stopped.
 		advance(idle)
 		asks = h.takeAsks()
-		if len(asks) != 1 || *asks[0] != (passivate{queue: "race", received: 2}) {
+		if len(asks) != 1 || *asks[0] != (passivate{queue: persistence.QueueName{Name: "race"}, received: 2}) {
 			t.Fatalf("idle again, the actor asked %+v, want one request having received 2", asks)
 		}
 		h.release(b, asks[0])
@@ -131,7 +131,7 @@ func startHeld(t *testing.T, p *pg) (*broker, *heldRouter) {
 		sys := NewActorSystem(deps.Log)
 		wide := newBrokerWide(deps.Metrics)
 		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &router{deps: deps, wide: wide, children: map[string]*child{}}
+			return &router{deps: deps, wide: wide, children: map[persistence.QueueName]*child{}}
 		}, actor.WithReceiverMiddleware(h.middleware)))
 		return &System{sys: sys, router: pid}
 	})

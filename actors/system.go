@@ -2,6 +2,8 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+
+	"queen/persistence"
 )
 
 // System is the broker's actor system: the router and its queue actors.
@@ -16,7 +18,7 @@ func Start(deps *Deps) *System {
 	sys := NewActorSystem(log)
 	wide := newBrokerWide(deps.Metrics)
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &router{deps: deps, wide: wide, children: map[string]*child{}}
+		return &router{deps: deps, wide: wide, children: map[persistence.QueueName]*child{}}
 	}))
 	return &System{sys: sys, router: pid}
 }
@@ -28,7 +30,7 @@ func (s *System) Push(req *PushRequest) { s.sys.Root.Send(s.router, req) }
 func (s *System) Pop(req *PopRequest) { s.sys.Root.Send(s.router, req) }
 
 // Wake re-runs parked pops of a queue (no-op when it has none).
-func (s *System) Wake(queue string, partitions []string) {
+func (s *System) Wake(queue persistence.QueueName, partitions []string) {
 	s.sys.Root.Send(s.router, &Wake{Queue: queue, Partitions: partitions})
 }
 

@@ -46,7 +46,7 @@ func TestWakeReRunsAtMostOnePopPerPartitionAndGroup(t *testing.T) {
 		b := startBroker(t, p, nil)
 		b.gate.hold(true, false)
 		parkAll(b)
-		b.Wake("wq", []string{"p1", "p2"})
+		b.Wake(persistence.QueueName{Name: "wq"}, []string{"p1", "p2"})
 		synctest.Wait()
 		perGroup := map[string]int{}
 		for _, h := range b.gate.takePops() {
@@ -64,7 +64,7 @@ func TestWakeReRunsAtMostOnePopPerPartitionAndGroup(t *testing.T) {
 		b := startBroker(t, p, nil)
 		b.gate.hold(true, false)
 		parkAll(b)
-		b.Wake("wq", nil)
+		b.Wake(persistence.QueueName{Name: "wq"}, nil)
 		synctest.Wait()
 		var keys []string
 		for _, h := range b.gate.takePops() {
@@ -169,13 +169,13 @@ func TestParkedGaugeOnlyForQueuesThatExist(t *testing.T) {
 
 		// Another broker creates the queue and tells this one: the next park probes again.
 		err := p.do(func(ctx context.Context, s *persistence.Store) error {
-			_, err := s.Configure(ctx, persistence.ConfigureRequest{Queue: "later"})
+			_, err := s.Configure(ctx, persistence.ConfigureRequest{Queue: persistence.QueueName{Name: "later"}})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Wake("later", nil)
+		b.Wake(persistence.QueueName{Name: "later"}, nil)
 		synctest.Wait()
 		if v, ok := b.gauge(probed); !ok || v != 1 {
 			t.Fatalf("%s = %v (%v) once the queue exists, want 1", probed, v, ok)

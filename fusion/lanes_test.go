@@ -20,7 +20,7 @@ func TestPushLanesKeepItemOrder(t *testing.T) {
 
 	items := make([]persistence.PushItem, 40)
 	for i := range items {
-		items[i] = persistence.PushItem{Queue: "lanes", Partition: fmt.Sprintf("p%d", i%10),
+		items[i] = persistence.PushItem{Queue: persistence.QueueName{Name: "lanes"}, Partition: fmt.Sprintf("p%d", i%10),
 			TransactionID: fmt.Sprintf("tx-%d", i), Payload: json.RawMessage(fmt.Sprint(i))}
 	}
 	done := make(chan []persistence.PushResult, 1)

@@ -110,9 +110,10 @@ type configureJSON struct {
 	Task        string           `json:"task"`
 }
 
-// decodeConfigure validates a configure body. Options not mentioned (or null) keep their
-// stored values; unknown options are ignored; namespace and task count only as strings.
-func decodeConfigure(body []byte) (persistence.ConfigureRequest, error) {
+// decodeConfigure validates a configure body of a caller in scope. Options not mentioned (or
+// null) keep their stored values; unknown options are ignored; namespace and task count only as
+// strings.
+func decodeConfigure(body []byte, scope persistence.Scope) (persistence.ConfigureRequest, error) {
 	var r persistence.ConfigureRequest
 	var req struct {
 		Queue     json.RawMessage `json:"queue"`
@@ -128,11 +129,11 @@ func decodeConfigure(body []byte) (persistence.ConfigureRequest, error) {
 	if len(req.Queue) == 0 || string(req.Queue) == "null" {
 		return r, badf("queue is required")
 	}
-	var err error
-	if r.Queue, err = stringField(req.Queue, "queue", ""); err != nil {
+	queue, err := stringField(req.Queue, "queue", "")
+	if err != nil {
 		return r, err
 	}
-	if err = checkLen(r.Queue, "queue"); err != nil {
+	if err = checkLen(queue, "queue"); err != nil {
 		return r, err
 	}
 	r.Namespace, r.Task = optionalString(req.Namespace), optionalString(req.Task)
@@ -168,7 +169,8 @@ func decodeConfigure(body []byte) (persistence.ConfigureRequest, error) {
 			return r, err
 		}
 	}
-	return r, nil
+	r.Queue, err = queueName(scope, queue, "queue")
+	return r, err
 }
 
 // optionalString is the value of a JSON string, nil for anything else.
@@ -216,12 +218,8 @@ func boolOption(raw json.RawMessage, name string) (*bool, error) {
 }
 
 func (s *Server) configure(ctx *fasthttp.RequestCtx) {
-	req, err := decodeConfigure(ctx.PostBody())
+	req, err := decodeConfigure(ctx.PostBody(), s.scope(ctx))
 	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	if req.Queue, err = s.queueName(ctx, req.Queue, "queue"); err != nil {
 		writeError(ctx, err)
 		return
 	}
@@ -233,14 +231,14 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if s.EncryptedQueues != nil {
-		s.EncryptedQueues.Set(q.Name, q.Options.EncryptionEnabled)
+		s.EncryptedQueues.Set(q.Queue, q.Options.EncryptionEnabled)
 	}
-	s.Control.AnnounceQueueChange(q.Name, false)
+	s.Control.AnnounceQueueChange(q.Queue, false)
 	// Pops parked before the queue existed re-check it, and its parked gauge appears.
-	s.Actors.Wake(q.Name, nil)
+	s.Actors.Wake(q.Queue, nil)
 	o := q.Options
 	writeJSON(ctx, fasthttp.StatusOK, configureJSON{
-		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: shownName(q.Name),
+		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: q.Queue.Name,
 		QueueID: q.ID.String(), Task: q.Task,
 		Options: queueOptionsJSON{
 			CompletedRetentionSeconds: o.CompletedRetentionSeconds, DeadLetterQueue: o.DeadLetterQueue,
@@ -284,7 +282,7 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx) {
 	out := queueListJSON{Queues: make([]queueSummaryJSON, len(queues))}
 	for i, q := range queues {
 		out.Queues[i] = queueSummaryJSON{
-			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: shownName(q.Name), Namespace: q.Namespace,
+			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace,
 			Partitions: q.Partitions, Task: q.Task,
 			Messages: queueCountsJSON{Pending: q.Messages.Pending, Processing: q.Messages.Processing, Total: q.Messages.Total},
 		}
@@ -328,14 +326,14 @@ type queueDetailJSON struct {
 }
 
 func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
-	stored, err := s.queueName(ctx, pathParam(ctx, "queue"), "queue")
+	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	q, err := s.Store.Queue(c, stored)
+	q, err := s.Store.Queue(c, queue)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -345,7 +343,7 @@ func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	out := queueDetailJSON{
-		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: shownName(q.Name), Namespace: q.Namespace, Task: q.Task,
+		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace, Task: q.Task,
 		Partitions: make([]partitionDetailJSON, len(q.Partitions)), Totals: statsJSON(q.Totals),
 	}
 	for i, p := range q.Partitions {
@@ -366,21 +364,21 @@ type deleteQueueJSON struct {
 // deleteQueue deletes a queue and everything in it. The queue's actor needs no notice: it keeps
 // no queue state, and its parked pops read the (now empty) database on their next check.
 func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) {
-	stored, err := s.queueName(ctx, pathParam(ctx, "queue"), "queue")
+	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	existed, err := s.Store.DeleteQueue(c, stored)
+	existed, err := s.Store.DeleteQueue(c, queue)
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	if s.EncryptedQueues != nil {
-		s.EncryptedQueues.Set(stored, false)
+		s.EncryptedQueues.Set(queue, false)
 	}
-	s.Control.AnnounceQueueChange(stored, true)
-	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: shownName(stored)})
+	s.Control.AnnounceQueueChange(queue, true)
+	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: queue.Name})
 }

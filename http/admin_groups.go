@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"queen/persistence"
 )
 
 // groupPath reads the consumer group path parameter; __QUEUE_MODE__ is a group like any other.
@@ -39,9 +41,9 @@ func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
 	for i, g := range groups {
 		out[i] = consumerGroupJSON{
 			MaxTimeLag: g.MaxTimeLag, Members: g.Members, Name: g.Name, PartitionsWithLag: g.PartitionsWithLag,
-			QueueName: shownName(g.Queue), State: string(g.State()), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
+			QueueName: g.Queue.Name, State: string(g.State()), SubscriptionCreatedAt: msTimePtr(g.SubscriptionCreatedAt),
 			SubscriptionMode: g.SubscriptionMode, SubscriptionTimestamp: msTimePtr(g.SubscriptionTimestamp),
-			Topics: []string{shownName(g.Queue)}, TotalLag: g.TotalLag,
+			Topics: []string{g.Queue.Name}, TotalLag: g.TotalLag,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
@@ -80,10 +82,10 @@ func (s *Server) getConsumerGroup(ctx *fasthttp.RequestCtx) {
 	}
 	out := make(map[string]*groupQueueJSON, len(queues))
 	for _, q := range queues {
-		out[shownName(q)] = &groupQueueJSON{Partitions: []groupPartitionJSON{}}
+		out[q.Name] = &groupQueueJSON{Partitions: []groupPartitionJSON{}}
 	}
 	for _, p := range parts {
-		q := out[shownName(p.Queue)]
+		q := out[p.Queue.Name]
 		q.Partitions = append(q.Partitions, groupPartitionJSON{
 			LeaseActive: p.LeaseActive, LastConsumedAt: msTimePtr(p.LastConsumedAt), OffsetLag: p.OffsetLag,
 			Partition: p.Partition, TimeLagSeconds: p.TimeLagSeconds, TotalConsumed: p.TotalConsumed,
@@ -101,22 +103,22 @@ type deleteGroupJSON struct {
 	Success           bool   `json:"success"`
 }
 
-func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) { s.deleteGroup(ctx, "", "") }
+func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) {
+	s.deleteGroup(ctx, persistence.QueueName{})
+}
 
 func (s *Server) deleteConsumerGroupQueue(ctx *fasthttp.RequestCtx) {
-	queue := pathParam(ctx, "queue")
-	stored, err := s.queueName(ctx, queue, "queue")
+	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
-	s.deleteGroup(ctx, stored, queue)
+	s.deleteGroup(ctx, queue)
 }
 
-// deleteGroup deletes a group's cursors (on queue only, when not empty; shown is its name as
-// the caller sent it). Parked pops of the group now have history to read again, so the queues
-// are woken.
-func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue, shown string) {
+// deleteGroup deletes a group's cursors (on queue only, when not the zero QueueName). Parked
+// pops of the group now have history to read again, so the queues are woken.
+func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue persistence.QueueName) {
 	group, err := groupPath(ctx)
 	if err != nil {
 		writeError(ctx, err)
@@ -138,7 +140,7 @@ func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue, shown string) {
 		s.Control.Notify(q, nil)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, deleteGroupJSON{
-		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: shown, Success: true,
+		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: queue.Name, Success: true,
 	})
 }
 
@@ -211,8 +213,7 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	queue := pathParam(ctx, "queue")
-	stored, err := s.queueName(ctx, queue, "queue")
+	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -230,7 +231,7 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, badf("toEnd must be a boolean"))
 		return
 	}
-	out := seekQueueJSON{ConsumerGroup: group, QueueName: queue, Success: true}
+	out := seekQueueJSON{ConsumerGroup: group, QueueName: queue.Name, Success: true}
 	var target *time.Time
 	switch {
 	case toEnd != nil && *toEnd:
@@ -250,11 +251,11 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	if out.PartitionsUpdated, err = s.Store.SeekQueue(c, group, stored, target); err != nil {
+	if out.PartitionsUpdated, err = s.Store.SeekQueue(c, group, queue, target); err != nil {
 		writeError(ctx, err)
 		return
 	}
-	s.Control.Notify(stored, nil)
+	s.Control.Notify(queue, nil)
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
@@ -280,19 +281,19 @@ func (s *Server) seekPartition(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	queue, partition := pathParam(ctx, "queue"), pathParam(ctx, "partition")
+	partition := pathParam(ctx, "partition")
 	if err := checkLen(partition, "partition"); err != nil {
 		writeError(ctx, err)
 		return
 	}
-	stored, err := s.queueName(ctx, queue, "queue")
+	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	movedTo, found, err := s.Store.SeekPartition(c, group, stored, partition)
+	movedTo, found, err := s.Store.SeekPartition(c, group, queue, partition)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -302,7 +303,7 @@ func (s *Server) seekPartition(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, seekPartitionJSON{
-		ConsumerGroup: group, CursorMovedTo: msTimePtr(movedTo), PartitionName: partition, QueueName: queue,
+		ConsumerGroup: group, CursorMovedTo: msTimePtr(movedTo), PartitionName: partition, QueueName: queue.Name,
 		Success: true, Updated: true,
 	})
 }
@@ -339,7 +340,7 @@ func (s *Server) laggingGroups(ctx *fasthttp.RequestCtx) {
 		out[i] = laggingJSON{
 			ConsumerGroup: l.Group, LagHours: float64(l.TimeLagSeconds) / 3600, LastConsumedAt: msTimePtr(l.LastConsumedAt),
 			OffsetLag: l.OffsetLag, OldestUnconsumedAt: msTime(l.OldestUnconsumedAt),
-			PartitionID: l.PartitionID.String(), PartitionName: l.Partition, QueueName: shownName(l.Queue),
+			PartitionID: l.PartitionID.String(), PartitionName: l.Partition, QueueName: l.Queue.Name,
 			TimeLagSeconds: l.TimeLagSeconds, WorkerID: uuidText(l.LeaseID),
 		}
 	}

@@ -53,8 +53,8 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 		Partition:      m.Partition,
 		PartitionID:    m.PartitionID.String(),
 		ProducerSub:    orNull(m.ProducerSub),
-		Queue:          shownName(m.Queue),
-		QueuePath:      shownName(m.Queue) + "/" + m.Partition,
+		Queue:          m.Queue.Name,
+		QueuePath:      m.Queue.Name + "/" + m.Partition,
 		QueuePriority:  m.QueuePriority,
 		QueueStatus:    string(m.Status),
 		Status:         string(m.Status),
@@ -64,11 +64,11 @@ func messageInfoJSON(m *persistence.MessageInfo) messageJSON {
 	}
 }
 
-// messageFilter reads the message browser's query parameters. Without from and to the window
-// is the last hour, by the database's clock.
-func messageFilter(args *fasthttp.Args) (persistence.MessageFilter, error) {
+// messageFilter reads the message browser's query parameters for a caller in scope. Without
+// from and to the window is the last hour, by the database's clock.
+func messageFilter(args *fasthttp.Args, scope persistence.Scope) (persistence.MessageFilter, error) {
 	f := persistence.MessageFilter{
-		Queue: string(args.Peek("queue")), Partition: string(args.Peek("partition")),
+		Scope: scope, Partition: string(args.Peek("partition")),
 		Namespace: string(args.Peek("ns")), Task: string(args.Peek("task")),
 		Status: persistence.MessageStatus(args.Peek("status")),
 	}
@@ -84,20 +84,21 @@ func messageFilter(args *fasthttp.Args) (persistence.MessageFilter, error) {
 	if f.To, err = timeParam(args, "to"); err != nil {
 		return f, err
 	}
-	f.Limit, f.Offset, err = pageParams(args, 200)
+	if f.Limit, f.Offset, err = pageParams(args, 200); err != nil {
+		return f, err
+	}
+	if queue := string(args.Peek("queue")); queue != "" {
+		f.Queue, err = queueName(scope, queue, "queue")
+	}
 	return f, err
 }
 
 func (s *Server) listMessages(ctx *fasthttp.RequestCtx) {
-	f, err := messageFilter(ctx.QueryArgs())
-	if err == nil && f.Queue != "" {
-		f.Queue, err = s.queueName(ctx, f.Queue, "queue")
-	}
+	f, err := messageFilter(ctx.QueryArgs(), s.scope(ctx))
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
-	f.Scope = s.scope(ctx)
 	c, cancel := s.dbContext()
 	defer cancel()
 	msgs, mode, err := s.Store.ListMessages(c, f)
@@ -173,7 +174,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	if m == nil || !s.owns(ctx, m.Queue) {
+	if m == nil || !s.scope(ctx).Owns(m.Queue) {
 		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Message not found"})
 		return
 	}
@@ -234,7 +235,7 @@ func (s *Server) deleteMessage(ctx *fasthttp.RequestCtx) {
 			writeError(ctx, err)
 			return
 		}
-		if m == nil || !s.owns(ctx, m.Queue) {
+		if m == nil || !s.scope(ctx).Owns(m.Queue) {
 			writeJSON(ctx, fasthttp.StatusOK, deleteMessageJSON{Message: "Message not found", PartitionID: pid.String(), TransactionID: txID})
 			return
 		}
@@ -276,12 +277,11 @@ type dlqListJSON struct {
 func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	f := persistence.DLQFilter{
-		Scope: s.scope(ctx),
-		Queue: string(args.Peek("queue")), Group: string(args.Peek("consumerGroup")), Partition: string(args.Peek("partition")),
+		Scope: s.scope(ctx), Group: string(args.Peek("consumerGroup")), Partition: string(args.Peek("partition")),
 	}
 	var err error
-	if f.Queue != "" {
-		if f.Queue, err = s.queueName(ctx, f.Queue, "queue"); err != nil {
+	if queue := string(args.Peek("queue")); queue != "" {
+		if f.Queue, err = queueName(f.Scope, queue, "queue"); err != nil {
 			writeError(ctx, err)
 			return
 		}
@@ -312,7 +312,7 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 		out.Messages[i] = dlqEntryJSON{
 			ConsumerGroup: e.Group, CreatedAt: msTime(e.CreatedAt), Data: s.openPayload(e.Payload, e.Encrypted, e.Queue, e.TransactionID), ErrorMessage: e.Error,
 			FailedAt: msTime(e.FailedAt), ID: e.MessageID.String(), Partition: e.Partition, PartitionID: e.PartitionID.String(),
-			ProducerSub: orNull(e.ProducerSub), Queue: shownName(e.Queue), RetryCount: e.RetryCount, TransactionID: e.TransactionID,
+			ProducerSub: orNull(e.ProducerSub), Queue: e.Queue.Name, RetryCount: e.RetryCount, TransactionID: e.TransactionID,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)

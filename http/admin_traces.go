@@ -202,7 +202,7 @@ func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) {
 		out.Traces[i] = namedTraceJSON{
 			ConsumerGroup: base.ConsumerGroup, CreatedAt: base.CreatedAt, Data: base.Data, EventType: base.EventType,
 			ID: base.ID, MessagePayload: s.openPayload(t.Payload, t.Encrypted, t.Queue, t.TransactionID), PartitionID: t.PartitionID.String(), PartitionName: t.Partition,
-			QueueName: shownName(t.Queue), TraceNames: base.TraceNames, TransactionID: t.TransactionID, WorkerID: base.WorkerID,
+			QueueName: t.Queue.Name, TraceNames: base.TraceNames, TransactionID: t.TransactionID, WorkerID: base.WorkerID,
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)

@@ -101,11 +101,13 @@ type pushItemJSON struct {
 	TraceID       json.RawMessage `json:"traceId"`
 }
 
-// pushItem is a validated push item. BadTrace is set when traceId is not a UUID: that item
-// alone is answered "failed", the others are stored.
+// pushItem is a validated push item. sentQueue is the queue's name as the client sent it: the
+// handler makes it PushItem.Queue, in the caller's tenant. BadTrace is set when traceId is not
+// a UUID: that item alone is answered "failed", the others are stored.
 type pushItem struct {
 	persistence.PushItem
-	BadTrace string
+	sentQueue string
+	BadTrace  string
 }
 
 // decodePush decodes and validates a push body.
@@ -138,7 +140,7 @@ func decodePush(body []byte) ([]pushItem, error) {
 func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
 	var it pushItem
 	var err error
-	if it.Queue, err = nameField(raw.Queue, prefix+"queue"); err != nil {
+	if it.sentQueue, err = nameField(raw.Queue, prefix+"queue"); err != nil {
 		return it, err
 	}
 	if it.Partition, err = stringField(raw.Partition, prefix+"partition", "Default"); err != nil {

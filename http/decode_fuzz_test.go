@@ -305,7 +305,7 @@ func checkName(t *testing.T, body []byte, where, s string) {
 
 func checkPushItem(t *testing.T, body []byte, where string, it pushItem, in *pushItemJSON, inTx bool) {
 	t.Helper()
-	checkName(t, body, where+".queue", it.Queue)
+	checkName(t, body, where+".queue", it.sentQueue)
 	checkName(t, body, where+".partition", it.Partition)
 	checkName(t, body, where+".transactionId", it.TransactionID)
 	if it.ProducerSub != "" || it.Encrypted {

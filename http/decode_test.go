@@ -111,8 +111,8 @@ func TestDecodePushCaptured(t *testing.T) {
 	}
 	for i, w := range want {
 		it := items[i]
-		if it.Queue != w.queue || it.Partition != w.partition || string(it.Payload) != w.payload {
-			t.Errorf("item %d = %q/%q payload %s, want %q/%q %s", i, it.Queue, it.Partition, it.Payload, w.queue, w.partition, w.payload)
+		if it.sentQueue != w.queue || it.Partition != w.partition || string(it.Payload) != w.payload {
+			t.Errorf("item %d = %q/%q payload %s, want %q/%q %s", i, it.sentQueue, it.Partition, it.Payload, w.queue, w.partition, w.payload)
 		}
 		if w.tx != "" && it.TransactionID != w.tx {
 			t.Errorf("item %d transactionId %q, want %q", i, it.TransactionID, w.tx)
@@ -129,8 +129,8 @@ func TestDecodePushCaptured(t *testing.T) {
 
 func TestDecodePushDefaults(t *testing.T) {
 	it := pushOne(t, `{"queue":"demo"}`)
-	if it.Queue != "demo" || it.Partition != "Default" {
-		t.Errorf("queue/partition = %q/%q, want demo/Default", it.Queue, it.Partition)
+	if it.sentQueue != "demo" || it.Partition != "Default" {
+		t.Errorf("queue/partition = %q/%q, want demo/Default", it.sentQueue, it.Partition)
 	}
 	if id, err := uuid.Parse(it.TransactionID); err != nil || id.Version() != 4 {
 		t.Errorf("generated transactionId %q is not a UUIDv4 (%v)", it.TransactionID, err)
@@ -165,7 +165,7 @@ func TestDecodePushDefaults(t *testing.T) {
 
 func TestDecodePushNames(t *testing.T) {
 	it := pushOne(t, `{"queue":"`+name255+`","partition":"`+rune255+`","transactionId":"`+name255+`"}`)
-	if it.Queue != name255 || it.Partition != rune255 || it.TransactionID != name255 {
+	if it.sentQueue != name255 || it.Partition != rune255 || it.TransactionID != name255 {
 		t.Errorf("255-character names were not kept")
 	}
 	// Length counts characters, not bytes.
@@ -440,7 +440,7 @@ func TestDecodeTransaction(t *testing.T) {
 			t.Fatalf("op 1 = %+v, want one push item", ops[1])
 		}
 		it := ops[1].push[0]
-		if it.Queue != "txdst" || it.Partition != "Default" || string(it.Payload) != `{"processed":true}` {
+		if it.sentQueue != "txdst" || it.Partition != "Default" || string(it.Payload) != `{"processed":true}` {
 			t.Errorf("push item = %+v", it)
 		}
 		if _, err := uuid.Parse(it.TransactionID); err != nil {
@@ -453,7 +453,7 @@ func TestDecodeTransaction(t *testing.T) {
 			t.Fatalf("%+v, %v", ops, err)
 		}
 		it := ops[0].push[0]
-		if it.Queue != "q" || it.Partition != "p" || it.TransactionID != "t1" || string(it.Payload) != `{"x":1}` ||
+		if it.sentQueue != "q" || it.Partition != "p" || it.TransactionID != "t1" || string(it.Payload) != `{"x":1}` ||
 			it.TraceID != (uuid.NullUUID{UUID: uuid.MustParse(uuidT), Valid: true}) {
 			t.Errorf("item = %+v", it)
 		}
@@ -481,7 +481,7 @@ func TestDecodeTransaction(t *testing.T) {
 	})
 	t.Run("items win over the inline item", func(t *testing.T) {
 		ops, err := decodeTransaction([]byte(`{"operations":[{"type":"push","queue":"inline","items":[{"queue":"listed"}]}]}`))
-		if err != nil || len(ops[0].push) != 1 || ops[0].push[0].Queue != "listed" {
+		if err != nil || len(ops[0].push) != 1 || ops[0].push[0].sentQueue != "listed" {
 			t.Errorf("%+v, %v", ops, err)
 		}
 	})

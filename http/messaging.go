@@ -83,12 +83,10 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusCreated, []pushResultJSON{})
 		return
 	}
-	sub := producerSub(ctx)
-	shown := make([]string, len(items))
+	sub, scope := producerSub(ctx), s.scope(ctx)
 	for i := range items {
 		items[i].ProducerSub = sub
-		shown[i] = items[i].Queue
-		if items[i].Queue, err = s.queueName(ctx, items[i].Queue, "items["+strconv.Itoa(i)+"].queue"); err != nil {
+		if items[i].Queue, err = queueName(scope, items[i].sentQueue, "items["+strconv.Itoa(i)+"].queue"); err != nil {
 			writeError(ctx, err)
 			return
 		}
@@ -108,12 +106,6 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	for i := range results {
-		results[i].QueueName = shown[i]
-		if results[i].Queue != "" {
-			results[i].Queue = shown[i]
-		}
-	}
 	writeJSON(ctx, status, results)
 }
 
@@ -131,12 +123,12 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 		idx   []int
 		reply chan actors.PushReply
 	}
-	byQueue := map[string]*slot{}
-	var order []string
-	reqs := map[string][]persistence.PushItem{}
+	byQueue := map[persistence.QueueName]*slot{}
+	var order []persistence.QueueName
+	reqs := map[persistence.QueueName][]persistence.PushItem{}
 	out := make([]pushResultJSON, len(items))
 	for i, it := range items {
-		out[i] = pushResultJSON{Index: i, QueueName: it.Queue, TransactionID: it.TransactionID}
+		out[i] = pushResultJSON{Index: i, QueueName: it.Queue.Name, TransactionID: it.TransactionID}
 		if it.BadTrace != "" {
 			out[i].Status, out[i].Error = string(persistence.StatusFailed), it.BadTrace
 			continue
@@ -166,7 +158,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 		case rep.Buffered:
 			status = max(status, fasthttp.StatusCreated)
 			for _, i := range sl.idx {
-				out[i].Status, out[i].Queue, out[i].Partition = "buffered", items[i].Queue, items[i].Partition
+				out[i].Status, out[i].Queue, out[i].Partition = "buffered", items[i].Queue.Name, items[i].Partition
 				out[i].TransactionIDCamel = items[i].TransactionID
 			}
 			continue
@@ -176,7 +168,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 			return nil, 0, errSpoolFull
 		case rep.Err != nil && rep.Results == nil && s.Maintenance.Push():
 			// Push maintenance and the spool refused the write.
-			s.Log.Error("cannot spool a push", "queue", q, "err", rep.Err)
+			s.Log.Error("cannot spool a push", "queue", q.String(), "err", rep.Err)
 			status = fasthttp.StatusInternalServerError
 			for _, i := range sl.idx {
 				out[i].Status, out[i].Error = "failed", "File buffer write failed"
@@ -238,10 +230,11 @@ type popFailureJSON struct {
 	Success  bool             `json:"success"`
 }
 
-// popParams reads the pop query parameters; whole names only, percent-decoded.
-func (s *Server) popParams(ctx *fasthttp.RequestCtx, queue, partition string) (persistence.PopRequest, bool, time.Duration, error) {
+// popParams reads the pop query parameters; whole names only, percent-decoded. The caller sets
+// the queue.
+func (s *Server) popParams(ctx *fasthttp.RequestCtx, partition string) (persistence.PopRequest, bool, time.Duration, error) {
 	args := ctx.QueryArgs()
-	r := persistence.PopRequest{Queue: queue, Partition: partition, Partitions: 1}
+	r := persistence.PopRequest{Partition: partition, Partitions: 1}
 	var err error
 	if r.Batch, err = intParam(args, "batch", s.Config.DefaultBatchSize, 1, 100000); err != nil {
 		return r, false, 0, err
@@ -315,12 +308,13 @@ func boolParam(args *fasthttp.Args, name string, def bool) (bool, error) {
 }
 
 func (s *Server) pop(ctx *fasthttp.RequestCtx) {
-	req, wait, timeout, err := s.popParams(ctx, pathParam(ctx, "queue"), pathParam(ctx, "partition"))
+	req, wait, timeout, err := s.popParams(ctx, pathParam(ctx, "partition"))
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
-	if err := checkLen(req.Queue, "queue"); err != nil {
+	queue := pathParam(ctx, "queue")
+	if err := checkLen(queue, "queue"); err != nil {
 		writeError(ctx, err)
 		return
 	}
@@ -328,8 +322,7 @@ func (s *Server) pop(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	shown := req.Queue
-	if req.Queue, err = s.queueName(ctx, req.Queue, "queue"); err != nil {
+	if req.Queue, err = queueName(s.scope(ctx), queue, "queue"); err != nil {
 		writeError(ctx, err)
 		return
 	}
@@ -338,7 +331,6 @@ func (s *Server) pop(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	req.Queue = shown
 	writePop(ctx, req, rep)
 }
 
@@ -371,7 +363,7 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 	if rep.TimedOut || rep.Paused {
 		writeJSON(ctx, fasthttp.StatusOK, popJSON{
 			ConsumerGroup: req.Group, Messages: []popMessageJSON{}, Partition: req.Partition,
-			Queue: req.Queue, Success: true, Paused: rep.Paused,
+			Queue: req.Queue.Name, Success: true, Paused: rep.Paused,
 		})
 		return
 	}
@@ -383,7 +375,7 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 		empty := ""
 		writeJSON(ctx, fasthttp.StatusOK, popJSON{
 			ConsumerGroup: req.Group, LeaseID: &empty, Messages: []popMessageJSON{}, Partition: req.Partition,
-			Queue: req.Queue, Success: true, WindowBufferActive: true,
+			Queue: req.Queue.Name, Success: true, WindowBufferActive: true,
 		})
 		return
 	}
@@ -410,7 +402,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, badf("namespace or task is required"))
 		return
 	}
-	base, wait, timeout, err := s.popParams(ctx, "", "")
+	base, wait, timeout, err := s.popParams(ctx, "")
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -442,14 +434,14 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(persistence.PopNoPartition), Messages: []popMessageJSON{}})
 		return
 	}
-	base.Queue = shownName(rep.Queue)
+	base.Queue = rep.Queue
 	writePop(ctx, base, rep)
 }
 
 // parkByNamespace parks a namespace pop that found nothing on each of its queues' actors, tied
 // by one actors.OneOf, and waits for the first delivery, or for every actor to give up (the
 // deadline, shutdown, pop maintenance, the client going away).
-func (s *Server) parkByNamespace(ctx *fasthttp.RequestCtx, base persistence.PopRequest, queues []string, deadline time.Time) (actors.PopReply, error) {
+func (s *Server) parkByNamespace(ctx *fasthttp.RequestCtx, base persistence.PopRequest, queues []persistence.QueueName, deadline time.Time) (actors.PopReply, error) {
 	gone, stop := watchDisconnect(ctx)
 	defer stop()
 	if len(queues) == 0 {
@@ -557,8 +549,8 @@ func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
 		DLQ: r.DLQ, Index: i, LeaseReleased: r.LeaseReleased, Success: r.Success, TransactionID: txID,
 		PartitionName: orNull(r.PartitionName),
 	}
-	if r.QueueName != "" {
-		q := shownName(r.QueueName)
+	if r.Queue != (persistence.QueueName{}) {
+		q := r.Queue.Name
 		out.QueueName = &q
 	}
 	if r.Error != "" {
@@ -596,8 +588,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ops := make([]persistence.TxOp, len(decoded))
-	sub := producerSub(ctx)
-	scope := s.scope(ctx)
+	sub, scope := producerSub(ctx), s.scope(ctx)
 	for i, op := range decoded {
 		if op.ack != nil {
 			op.ack.Scope = scope
@@ -605,7 +596,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		ops[i].Ack = op.ack
 		for _, it := range op.push {
 			it.ProducerSub = sub
-			if it.Queue, err = s.queueName(ctx, it.Queue, "operations["+strconv.Itoa(i)+"].queue"); err != nil {
+			if it.Queue, err = queueName(scope, it.sentQueue, "operations["+strconv.Itoa(i)+"].queue"); err != nil {
 				writeError(ctx, err)
 				return
 			}
@@ -644,7 +635,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			it := ops[i].Push[j]
 			out.Results = append(out.Results, txResultJSON{
 				Index: len(out.Results), MessageID: p.MessageID.String(), PartitionID: p.PartitionID.String(),
-				QueueName: shownName(it.Queue), Status: string(p.Status), Success: p.Status != persistence.StatusFailed,
+				QueueName: it.Queue.Name, Status: string(p.Status), Success: p.Status != persistence.StatusFailed,
 				TransactionID: it.TransactionID, Type: "push",
 			})
 		}

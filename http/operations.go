@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"queen/persistence"
 	"queen/spool"
 )
 
@@ -24,10 +25,10 @@ type Control interface {
 	// SharedState is the body of the shared-state routes: server id, peers, frame counters.
 	SharedState() any
 	// Notify wakes parked pops of queue here and on the peers.
-	Notify(queue string, partitions []string)
+	Notify(queue persistence.QueueName, partitions []string)
 	// AnnounceQueueChange tells the peers that queue was configured or deleted here, so they
 	// re-read what they cache of it (which queues are encrypted).
-	AnnounceQueueChange(queue string, deleted bool)
+	AnnounceQueueChange(queue persistence.QueueName, deleted bool)
 }
 
 type failedFilesJSON struct {
@@ -189,9 +190,10 @@ func (s *Server) notify(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	queue, err := nameField(req.Queue, "queue")
+	name, err := nameField(req.Queue, "queue")
+	var queue persistence.QueueName
 	if err == nil {
-		queue, err = s.queueName(ctx, queue, "queue")
+		queue, err = queueName(s.scope(ctx), name, "queue")
 	}
 	if err != nil {
 		writeError(ctx, err)

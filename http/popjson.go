@@ -70,7 +70,7 @@ func appendPopBody(buf []byte, req persistence.PopRequest, res persistence.PopRe
 		buf = append(buf, `,"partition":"","partitionId":null`...)
 	}
 	buf = append(buf, `,"queue":`...)
-	buf = appendJSONString(buf, req.Queue)
+	buf = appendJSONString(buf, req.Queue.Name)
 	buf = append(buf, `,"success":true}`...)
 	return buf
 }

@@ -15,7 +15,7 @@ import (
 func TestAppendPopBodyMatchesEncodingJSON(t *testing.T) {
 	pid, mid := uuid.New(), uuid.New()
 	trace := uuid.New()
-	req := persistence.PopRequest{Queue: "q\"uo\\te", Group: "g\u0001 ☃ \xff"}
+	req := persistence.PopRequest{Queue: persistence.QueueName{Name: "q\"uo\\te"}, Group: "g\u0001 ☃ \xff"}
 	res := persistence.PopResult{
 		Partitions: []persistence.Partition{{ID: pid, Name: "p\n1"}, {ID: uuid.New(), Name: "p2"}},
 		Messages: []persistence.Message{
@@ -38,7 +38,7 @@ func TestAppendPopBodyMatchesEncodingJSON(t *testing.T) {
 	}
 	id, n := pid.String(), 2
 	want, err := json.Marshal(popJSON{ConsumerGroup: req.Group, LeaseID: &leaseID, Messages: msgs, Partition: "p\n1",
-		PartitionID: &id, PartitionsClaimed: &n, Queue: req.Queue, Success: true})
+		PartitionID: &id, PartitionsClaimed: &n, Queue: req.Queue.Name, Success: true})
 	if err != nil {
 		t.Fatal(err)
 	}

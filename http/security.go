@@ -86,7 +86,7 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 
 // encryptionRequired refuses a push to an encrypted queue when the broker has no key: storing
 // the payload in clear is exactly what the flag forbids, and retrying cannot help (409).
-type encryptionRequired struct{ queue string }
+type encryptionRequired struct{ queue persistence.QueueName }
 
 func (e *encryptionRequired) Error() string { return persistence.EncryptionRequired(e.queue) }
 
@@ -109,9 +109,9 @@ func (s *Server) sealItems(items []*persistence.PushItem) error {
 		if s.PayloadKey == nil {
 			return &encryptionRequired{it.Queue}
 		}
-		// it.Queue is the stored name by now and it.TransactionID is set (decode draws one
-		// when the client gives none): the envelope is bound to this message.
-		env, err := s.PayloadKey.Seal(it.Payload, it.Queue, it.TransactionID)
+		// it.TransactionID is set (decode draws one when the client gives none): the envelope
+		// is bound to this message, by the queue's stored name.
+		env, err := s.PayloadKey.Seal(it.Payload, it.Queue.Stored(), it.TransactionID)
 		if err != nil {
 			return err
 		}
@@ -133,22 +133,27 @@ func writeSealError(ctx *fasthttp.RequestCtx, err error) {
 // openFailures counts payloads that are stored sealed but could not be opened.
 var openFailures atomic.Uint64
 
-// openPayload returns the stored payload of the message transactionID of queue (its stored
-// name) in clear when encrypted says it is sealed (the message's is_encrypted flag, not the
-// payload's shape: a client cannot have the broker decrypt an envelope it pushed into a clear
-// queue). One that cannot be opened (no key, another key, damaged, or another message's
-// envelope copied into this row) is returned as stored, as the reference does, and logged
-// (sampled).
-func (s *Server) openPayload(p json.RawMessage, encrypted bool, queue, transactionID string) json.RawMessage {
+// openPayload returns the stored payload of the message transactionID of queue in clear when
+// encrypted says it is sealed (the message's is_encrypted flag, not the payload's shape: a
+// client cannot have the broker decrypt an envelope it pushed into a clear queue).
+func (s *Server) openPayload(p json.RawMessage, encrypted bool, queue persistence.QueueName, transactionID string) json.RawMessage {
 	if !encrypted {
 		return p
 	}
+	return s.open(p, queue.Stored(), transactionID)
+}
+
+// open returns a sealed payload in clear; stored is its queue's stored name, which the envelope
+// is bound to. One that cannot be opened (no key, another key, damaged, or another message's
+// envelope copied into this row) is returned as stored, as the reference does, and logged
+// (sampled).
+func (s *Server) open(p json.RawMessage, stored, transactionID string) json.RawMessage {
 	var err error
 	if s.PayloadKey == nil {
 		err = errors.New("QUEEN_ENCRYPTION_KEY is not set")
 	} else {
 		var plain json.RawMessage
-		if plain, err = s.PayloadKey.Open(p, queue, transactionID); err == nil {
+		if plain, err = s.PayloadKey.Open(p, stored, transactionID); err == nil {
 			return plain
 		}
 	}
@@ -158,9 +163,15 @@ func (s *Server) openPayload(p json.RawMessage, encrypted bool, queue, transacti
 	return p
 }
 
-// openMessages opens the sealed payloads of messages popped from queue (its stored name) in place.
-func (s *Server) openMessages(queue string, msgs []persistence.Message) {
+// openMessages opens the sealed payloads of messages popped from queue in place.
+func (s *Server) openMessages(queue persistence.QueueName, msgs []persistence.Message) {
+	stored := "" // made at the first sealed message: a pop of clear messages builds nothing
 	for i := range msgs {
-		msgs[i].Payload = s.openPayload(msgs[i].Payload, msgs[i].Encrypted, queue, msgs[i].TransactionID)
+		if m := &msgs[i]; m.Encrypted {
+			if stored == "" {
+				stored = queue.Stored()
+			}
+			m.Payload = s.open(m.Payload, stored, m.TransactionID)
+		}
 	}
 }

@@ -1,10 +1,10 @@
 package http
 
 // Tenancy (QUEEN_TENANCY_HEADER, see docs/security.md): the x-queen-tenant header names the
-// caller's tenant, and a tenant's queue is stored under persistence.InternalName(tenant, name).
-// Every handler maps the queue names it receives with s.queueName and shows stored names with
-// shownName; listings pass s.scope to persistence. With tenancy off every request is the
-// default tenant ("") and the header is never read.
+// caller's tenant, resolved once per request (tenanted). Handlers take it as a persistence.Scope
+// (s.scope), make the queue names they receive that tenant's persistence.QueueName with
+// queueName, and show a queue as its Name; listings pass the scope to persistence. With
+// tenancy off every request is the default tenant ("") and the header is never read.
 
 import (
 	"fmt"
@@ -44,42 +44,26 @@ func (s *Server) tenanted(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	}
 }
 
-// tenant is the request's tenant, "" for the default tenant.
-func (s *Server) tenant(ctx *fasthttp.RequestCtx) string {
+// scope is the request's tenant, as persistence keeps listings and checks to it.
+func (s *Server) scope(ctx *fasthttp.RequestCtx) persistence.Scope {
 	t, _ := ctx.UserValue(tenantKey{}).(string)
-	return t
+	return persistence.Scope{Tenant: t}
 }
 
-// scope is the persistence scope of the request's listings.
-func (s *Server) scope(ctx *fasthttp.RequestCtx) string {
-	return persistence.ScopePrefix(s.tenant(ctx))
-}
-
-// queueName maps a queue name the caller sent to its stored name. A name containing U+001F is
-// refused whether tenancy is on or not: it could address another tenant's queue.
-func (s *Server) queueName(ctx *fasthttp.RequestCtx, name, field string) (string, error) {
+// queueName is the queue of scope that a name the caller sent designates. A name containing
+// U+001F is refused whether tenancy is on or not: stored, it would address another tenant's
+// queue.
+func queueName(scope persistence.Scope, name, field string) (persistence.QueueName, error) {
 	if strings.Contains(name, persistence.TenantSep) {
-		return "", badf(field + ` must not contain the character \u001f`)
+		return persistence.QueueName{}, badf(field + ` must not contain the character \u001f`)
 	}
-	t := s.tenant(ctx)
+	t := scope.Tenant
 	if t == "" {
-		return name, checkLen(name, field)
+		return scope.Queue(name), checkLen(name, field)
 	}
 	// The stored name is at most maxName characters, tenant included.
 	if room := maxName - len(t) - 1; utf8.RuneCountInString(name) > room {
-		return "", badf(fmt.Sprintf("%s must be at most %d characters for tenant %s", field, room, t))
+		return persistence.QueueName{}, badf(fmt.Sprintf("%s must be at most %d characters for tenant %s", field, room, t))
 	}
-	return persistence.InternalName(t, name), nil
-}
-
-// owns says whether the stored queue name belongs to the request's tenant.
-func (s *Server) owns(ctx *fasthttp.RequestCtx, stored string) bool {
-	t, _ := persistence.SplitName(stored)
-	return t == s.tenant(ctx)
-}
-
-// shownName is the name a stored queue name is shown as: without its tenant.
-func shownName(stored string) string {
-	_, n := persistence.SplitName(stored)
-	return n
+	return scope.Queue(name), nil
 }

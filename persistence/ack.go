@@ -35,17 +35,16 @@ type AckItem struct {
 	LeaseID       string // the lease in force on (partition, group); "" when none is
 	Status        AckStatus
 	Error         string
-	// Scope is the caller's tenant scope (ScopePrefix): a message on a queue outside it is not
-	// found, exactly as one that does not exist. Fused batches mix tenants, so each item carries
-	// its own.
-	Scope string
+	// Scope is the caller's tenant: a message on a queue outside it is not found, exactly as
+	// one that does not exist. Fused batches mix tenants, so each item carries its own.
+	Scope Scope
 }
 
 // AckResult is the outcome of one AckItem.
 type AckResult struct {
 	Success       bool
-	Error         string // "" when none
-	QueueName     string // "" when the partition is not found (in scope)
+	Error         string    // "" when none
+	Queue         QueueName // zero when the partition is not found (in scope)
 	PartitionName string
 	LeaseReleased bool
 	DLQ           bool
@@ -100,7 +99,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 	txIDs := make([]string, len(items))
 	scopes := make([]string, len(items))
 	for i, it := range items {
-		pids[i], groups[i], txIDs[i], scopes[i] = it.PartitionID, it.Group, it.TransactionID, it.Scope
+		pids[i], groups[i], txIDs[i], scopes[i] = it.PartitionID, it.Group, it.TransactionID, it.Scope.Tenant
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
@@ -148,7 +147,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		var seq pgtype.Int8
 		var r AckResult
 		var limit int
-		if err := rows.Scan(&ord, &seq, &r.PartitionName, &r.QueueName, &limit); err != nil {
+		if err := rows.Scan(&ord, &seq, &r.PartitionName, &r.Queue, &limit); err != nil {
 			rows.Close()
 			br.Close()
 			return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)

@@ -151,7 +151,7 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			lease := ""
 			if !tc.noPop {
 				var res persistence.PopResult
-				res, lease = e.pop(persistence.PopRequest{Queue: "q", Partition: "p", Batch: 3})
+				res, lease = e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 3})
 				if len(res.Messages) != 3 {
 					t.Fatalf("pop delivered %v", txIDs(res.Messages))
 				}
@@ -167,8 +167,8 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			res := e.ack(acks...)
 			for i, r := range res {
 				// Every item names a message of partition p, found or not.
-				if r.QueueName != "q" || r.PartitionName != "p" {
-					t.Errorf("ack %d names %v/%v", i, r.QueueName, r.PartitionName)
+				if r.Queue != (persistence.QueueName{Name: "q"}) || r.PartitionName != "p" {
+					t.Errorf("ack %d names %v/%v", i, r.Queue, r.PartitionName)
 				}
 				if unnamed(r) != tc.want[i] {
 					t.Errorf("ack %d: %+v, want %+v", i, r, tc.want[i])
@@ -179,7 +179,7 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			if tc.wantRow.LeaseID != "" {
 				e.expireLease(pid, persistence.QueueMode)
 			}
-			if next, _ := e.pop(persistence.PopRequest{Queue: "q", Partition: "p", Batch: 10}); !slices.Equal(seqs(next.Messages), tc.wantNext) {
+			if next, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 10}); !slices.Equal(seqs(next.Messages), tc.wantNext) {
 				t.Errorf("next pop delivered %v, want %v", seqs(next.Messages), tc.wantNext)
 			}
 		})
@@ -193,7 +193,7 @@ func TestAckFailedBeyondRetryLimitDeadLetters(t *testing.T) {
 	pid := e.push(items("q", "p", "1", "a", "b")...)[0].PartitionID
 	e.setQueue("q", "retry_limit = 2")
 	for attempt := 1; attempt <= 3; attempt++ {
-		res, lease := e.pop(persistence.PopRequest{Queue: "q", Partition: "p", Batch: 1})
+		res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 1})
 		if !slices.Equal(txIDs(res.Messages), []string{"a"}) {
 			t.Fatalf("attempt %d delivered %v, want [a]", attempt, txIDs(res.Messages))
 		}
@@ -210,7 +210,7 @@ func TestAckFailedBeyondRetryLimitDeadLetters(t *testing.T) {
 		}
 	}
 	e.checkDeadLetters(pid, []deadLetter{{Seq: 1, Group: persistence.QueueMode, Error: "Retries exhausted", Retries: 2}})
-	if res, _ := e.pop(persistence.PopRequest{Queue: "q", Partition: "p", Batch: 10}); !slices.Equal(txIDs(res.Messages), []string{"b"}) {
+	if res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 10}); !slices.Equal(txIDs(res.Messages), []string{"b"}) {
 		t.Errorf("after the dead letter the pop delivered %v, want [b]", txIDs(res.Messages))
 	}
 }

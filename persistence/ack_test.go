@@ -16,32 +16,33 @@ func TestAckScopesEachItemOfAFusedCall(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	s := persistence.NewStore(pool)
 	ctx := retentionCtx(t)
-	tenantQueue := persistence.InternalName("globex", "ledger")
+	tenantQueue := persistence.QueueName{Tenant: "globex", Name: "ledger"}
+	plainQueue := persistence.QueueName{Name: "ledger"}
 	tenants := retentionPush(t, s, tenantQueue, "p", 3)
-	plain := retentionPush(t, s, "ledger", "p", 1)
-	ack := func(pid uuid.UUID, tx, scope string) persistence.AckItem {
+	plain := retentionPush(t, s, plainQueue, "p", 1)
+	ack := func(pid uuid.UUID, tx, tenant string) persistence.AckItem {
 		return persistence.AckItem{PartitionID: pid, TransactionID: tx, Group: persistence.QueueMode,
-			Status: persistence.AckCompleted, Scope: scope}
+			Status: persistence.AckCompleted, Scope: persistence.Scope{Tenant: tenant}}
 	}
 	res, err := s.Ack(ctx, []persistence.AckItem{
-		ack(tenants, "tx-3", persistence.ScopePrefix("acme")), // another tenant's partition
-		ack(tenants, "tx-2", ""),                              // the default tenant does not reach tenants' queues
-		ack(plain, "tx-1", persistence.ScopePrefix("acme")),   // nor tenants the default tenant's
-		ack(tenants, "tx-1", persistence.ScopePrefix("globex")),
+		ack(tenants, "tx-3", "acme"), // another tenant's partition
+		ack(tenants, "tx-2", ""),     // the default tenant does not reach tenants' queues
+		ack(plain, "tx-1", "acme"),   // nor tenants the default tenant's
+		ack(tenants, "tx-1", "globex"),
 		ack(plain, "tx-1", ""),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range res[:3] {
-		if r.Success || r.Error != persistence.ErrMessageNotFound || r.QueueName != "" || r.PartitionName != "" {
+		if r.Success || r.Error != persistence.ErrMessageNotFound || r.Queue != (persistence.QueueName{}) || r.PartitionName != "" {
 			t.Errorf("item %d, outside its scope: %+v", i, r)
 		}
 	}
-	if r := res[3]; !r.Success || r.QueueName != tenantQueue {
+	if r := res[3]; !r.Success || r.Queue != tenantQueue {
 		t.Errorf("the owner's item: %+v", r)
 	}
-	if r := res[4]; !r.Success || r.QueueName != "ledger" {
+	if r := res[4]; !r.Success || r.Queue != plainQueue {
 		t.Errorf("the default tenant's item: %+v", r)
 	}
 	for pid, want := range map[uuid.UUID]int64{tenants: 1, plain: 1} {

@@ -10,16 +10,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// QueuesByNamespace lists the queues in scope (ScopePrefix) of a namespace and/or task ("" matches
-// any), highest priority first.
-func (s *Store) QueuesByNamespace(ctx context.Context, scope, namespace, task string) ([]string, error) {
+// QueuesByNamespace lists the queues in scope of a namespace and/or task ("" matches any),
+// highest priority first.
+func (s *Store) QueuesByNamespace(ctx context.Context, scope Scope, namespace, task string) ([]QueueName, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name FROM queen.queues
 		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR task = $2) AND `+inScope("name", "$3")+`
-		ORDER BY priority DESC, name`, namespace, task, scope)
+		ORDER BY priority DESC, name`, namespace, task, scope.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queues of namespace %q task %q: %w", namespace, task, err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := pgx.CollectRows(rows, pgx.RowTo[QueueName])
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queues of namespace %q task %q: %w", namespace, task, err)
 	}
@@ -68,7 +68,7 @@ type QueueOptionsPatch struct {
 // ConfigureRequest creates a queue or changes its settings. Nil Namespace or Task keep the
 // stored value; a new queue derives them from its name as push does.
 type ConfigureRequest struct {
-	Queue     string
+	Queue     QueueName
 	Namespace *string
 	Task      *string
 	Options   QueueOptionsPatch
@@ -78,7 +78,7 @@ type ConfigureRequest struct {
 type ConfiguredQueue struct {
 	ID          uuid.UUID
 	PartitionID uuid.UUID // the Default partition
-	Name        string
+	Queue       QueueName
 	Namespace   string
 	Task        string
 	Options     QueueOptions
@@ -88,12 +88,13 @@ type ConfiguredQueue struct {
 // makes sure the Default partition exists, in one transaction.
 func (s *Store) Configure(ctx context.Context, r ConfigureRequest) (ConfiguredQueue, error) {
 	var q ConfiguredQueue
+	name := r.Queue.Stored()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		o := r.Options
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO queen.queues (name, namespace, task)
 			VALUES ($1, COALESCE($2, split_part(`+unscoped("$1")+`, '.', 1)), COALESCE($3, split_part(`+unscoped("$1")+`, '.', 2)))
-			ON CONFLICT (name) DO NOTHING`, r.Queue, r.Namespace, r.Task)
+			ON CONFLICT (name) DO NOTHING`, name, r.Namespace, r.Task)
 		b.Queue(`UPDATE queen.queues SET
 				namespace = COALESCE($2, namespace),
 				task = COALESCE($3, task),
@@ -117,21 +118,21 @@ func (s *Store) Configure(ctx context.Context, r ConfigureRequest) (ConfiguredQu
 			RETURNING id, name, namespace, task, lease_time, retry_limit, retry_delay, max_size, ttl, priority,
 				delayed_processing, window_buffer, dead_letter_queue, dlq_after_max_retries, retention_seconds,
 				completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds`,
-			r.Queue, r.Namespace, r.Task, o.LeaseTime, o.RetryLimit, o.RetryDelay, o.MaxSize, o.TTL, o.Priority,
+			name, r.Namespace, r.Task, o.LeaseTime, o.RetryLimit, o.RetryDelay, o.MaxSize, o.TTL, o.Priority,
 			o.DelayedProcessing, o.WindowBuffer, o.DeadLetterQueue, o.DLQAfterMaxRetries, o.RetentionSeconds,
 			o.CompletedRetentionSeconds, o.RetentionEnabled, o.EncryptionEnabled, o.MaxWaitTimeSeconds)
 		b.Queue(`INSERT INTO queen.partitions (queue_id, name)
 			SELECT id, 'Default' FROM queen.queues WHERE name = $1
-			ON CONFLICT (queue_id, name) DO NOTHING`, r.Queue)
+			ON CONFLICT (queue_id, name) DO NOTHING`, name)
 		b.Queue(`SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-			WHERE q.name = $1 AND p.name = 'Default'`, r.Queue)
+			WHERE q.name = $1 AND p.name = 'Default'`, name)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
 		opt := &q.Options
-		if err := br.QueryRow().Scan(&q.ID, &q.Name, &q.Namespace, &q.Task, &opt.LeaseTime, &opt.RetryLimit,
+		if err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &opt.LeaseTime, &opt.RetryLimit,
 			&opt.RetryDelay, &opt.MaxSize, &opt.TTL, &opt.Priority, &opt.DelayedProcessing, &opt.WindowBuffer,
 			&opt.DeadLetterQueue, &opt.DLQAfterMaxRetries, &opt.RetentionSeconds, &opt.CompletedRetentionSeconds,
 			&opt.RetentionEnabled, &opt.EncryptionEnabled, &opt.MaxWaitTimeSeconds); err != nil {
@@ -162,7 +163,7 @@ type MessageCounts struct {
 // QueueSummary is one queue of the queue list.
 type QueueSummary struct {
 	ID         uuid.UUID
-	Name       string
+	Queue      QueueName
 	Namespace  string
 	Task       string
 	CreatedAt  time.Time
@@ -181,9 +182,9 @@ const partitionCounts = `
 		       count(*) FILTER (WHERE qm.lease_expires_at > now() AND m.seq > qm.cursor_seq AND m.seq <= qm.lease_end_seq) AS processing
 		FROM queen.messages m WHERE m.partition_id = p.id) c`
 
-// ListQueues lists every queue in scope (ScopePrefix) with its partition count and live message
-// counts, newest first.
-func (s *Store) ListQueues(ctx context.Context, scope string) ([]QueueSummary, error) {
+// ListQueues lists every queue in scope with its partition count and live message counts,
+// newest first.
+func (s *Store) ListQueues(ctx context.Context, scope Scope) ([]QueueSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT q.id, q.name, q.namespace, q.task, q.created_at, count(p.id),
 		       COALESCE(sum(c.total), 0)::int8, COALESCE(sum(c.unconsumed - c.processing), 0)::int8,
@@ -192,13 +193,13 @@ func (s *Store) ListQueues(ctx context.Context, scope string) ([]QueueSummary, e
 		LEFT JOIN (queen.partitions p `+partitionCounts+`) ON p.queue_id = q.id
 		WHERE `+inScope("q.name", "$1")+`
 		GROUP BY q.id
-		ORDER BY q.created_at DESC, q.name`, scope)
+		ORDER BY q.created_at DESC, q.name`, scope.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queues: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueSummary, error) {
 		var q QueueSummary
-		err := row.Scan(&q.ID, &q.Name, &q.Namespace, &q.Task, &q.CreatedAt, &q.Partitions,
+		err := row.Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt, &q.Partitions,
 			&q.Messages.Total, &q.Messages.Pending, &q.Messages.Processing)
 		return q, err
 	})
@@ -242,7 +243,7 @@ type PartitionDetail struct {
 // QueueDetail is a queue with its partitions.
 type QueueDetail struct {
 	ID         uuid.UUID
-	Name       string
+	Queue      QueueName
 	Namespace  string
 	Task       string
 	CreatedAt  time.Time
@@ -251,7 +252,8 @@ type QueueDetail struct {
 }
 
 // Queue returns a queue with live per-partition counts; nil when it does not exist.
-func (s *Store) Queue(ctx context.Context, name string) (*QueueDetail, error) {
+func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error) {
+	name := queue.Stored()
 	b := &pgx.Batch{}
 	b.Queue(`SELECT id, name, namespace, task, created_at FROM queen.queues WHERE name = $1`, name)
 	b.Queue(`
@@ -269,16 +271,16 @@ func (s *Store) Queue(ctx context.Context, name string) (*QueueDetail, error) {
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var q QueueDetail
-	err := br.QueryRow().Scan(&q.ID, &q.Name, &q.Namespace, &q.Task, &q.CreatedAt)
+	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read queue %q: %w", name, err)
+		return nil, fmt.Errorf("cannot read queue %q: %w", queue, err)
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the partitions of queue %q: %w", name, err)
+		return nil, fmt.Errorf("cannot read the partitions of queue %q: %w", queue, err)
 	}
 	q.Partitions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (PartitionDetail, error) {
 		var p PartitionDetail
@@ -290,7 +292,7 @@ func (s *Store) Queue(ctx context.Context, name string) (*QueueDetail, error) {
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the partitions of queue %q: %w", name, err)
+		return nil, fmt.Errorf("cannot read the partitions of queue %q: %w", queue, err)
 	}
 	for _, p := range q.Partitions {
 		q.Totals.add(p.Stats)
@@ -301,8 +303,9 @@ func (s *Store) Queue(ctx context.Context, name string) (*QueueDetail, error) {
 // DeleteQueue deletes a queue with its messages (messages have no foreign key to partitions),
 // partitions, cursors and subscription metadata, in one transaction. It reports whether the
 // queue existed.
-func (s *Store) DeleteQueue(ctx context.Context, name string) (bool, error) {
+func (s *Store) DeleteQueue(ctx context.Context, queue QueueName) (bool, error) {
 	var existed bool
+	name := queue.Stored()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var id uuid.UUID
 		err := tx.QueryRow(ctx, `SELECT id FROM queen.queues WHERE name = $1 FOR UPDATE`, name).Scan(&id)
@@ -322,17 +325,17 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) (bool, error) {
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return false, fmt.Errorf("cannot delete queue %q: %w", name, err)
+		return false, fmt.Errorf("cannot delete queue %q: %w", queue, err)
 	}
 	return existed, nil
 }
 
-// QueueExists reports whether a queue of that stored name exists.
-func (s *Store) QueueExists(ctx context.Context, name string) (bool, error) {
+// QueueExists reports whether the queue exists.
+func (s *Store) QueueExists(ctx context.Context, queue QueueName) (bool, error) {
 	var exists bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen.queues WHERE name = $1)`, name).Scan(&exists)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queen.queues WHERE name = $1)`, queue.Stored()).Scan(&exists)
 	if err != nil {
-		return false, fmt.Errorf("cannot look up queue %q: %w", name, err)
+		return false, fmt.Errorf("cannot look up queue %q: %w", queue, err)
 	}
 	return exists, nil
 }

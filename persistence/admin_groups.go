@@ -25,7 +25,7 @@ const LaggingAfter = 300 // seconds
 // ConsumerGroupSummary is one (consumer group, queue) pair of the group list.
 type ConsumerGroupSummary struct {
 	Name                  string
-	Queue                 string
+	Queue                 QueueName
 	Members               int64 // partitions the group has a cursor on
 	PartitionsWithLag     int64
 	TotalLag              int64 // messages after the cursors (sum of last_seq - cursor_seq)
@@ -59,9 +59,9 @@ const groupPositions = `
 		FROM queen.messages m WHERE m.partition_id = pc.partition_id AND m.seq > pc.cursor_seq
 		ORDER BY m.seq LIMIT 1) lag ON true`
 
-// ListConsumerGroups lists every (group, queue) pair in scope (ScopePrefix) that has cursors or a
-// recorded subscription, __QUEUE_MODE__ included, by group then queue.
-func (s *Store) ListConsumerGroups(ctx context.Context, scope string) ([]ConsumerGroupSummary, error) {
+// ListConsumerGroups lists every (group, queue) pair in scope that has cursors or a recorded
+// subscription, __QUEUE_MODE__ included, by group then queue.
+func (s *Store) ListConsumerGroups(ctx context.Context, scope Scope) ([]ConsumerGroupSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH agg AS (
 			SELECT pc.consumer_group AS g, q.name AS queue, count(*) AS members,
@@ -82,7 +82,7 @@ func (s *Store) ListConsumerGroups(ctx context.Context, scope string) ([]Consume
 		       COALESCE(a.total_lag, 0), COALESCE(a.max_time_lag, 0), COALESCE(a.consumed, false),
 		       md.subscription_mode, md.subscription_timestamp, md.created_at
 		FROM agg a FULL JOIN meta md ON md.g = a.g AND md.queue = a.queue
-		ORDER BY COALESCE(a.g, md.g) COLLATE "C", COALESCE(a.queue, md.queue) COLLATE "C"`, scope)
+		ORDER BY COALESCE(a.g, md.g) COLLATE "C", COALESCE(a.queue, md.queue) COLLATE "C"`, scope.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list consumer groups: %w", err)
 	}
@@ -100,7 +100,7 @@ func (s *Store) ListConsumerGroups(ctx context.Context, scope string) ([]Consume
 
 // GroupPartition is a consumer group's position on one partition.
 type GroupPartition struct {
-	Queue          string
+	Queue          QueueName
 	Partition      string
 	WorkerID       uuid.NullUUID // the lease id of the last claim
 	LeaseActive    bool
@@ -111,17 +111,16 @@ type GroupPartition struct {
 }
 
 // ConsumerGroup returns a group's positions by queue then partition, and every queue the group
-// has cursors or a recorded subscription on (none: the group does not exist), in scope
-// (ScopePrefix).
-func (s *Store) ConsumerGroup(ctx context.Context, scope, group string) ([]GroupPartition, []string, error) {
+// has cursors or a recorded subscription on (none: the group does not exist), in scope.
+func (s *Store) ConsumerGroup(ctx context.Context, scope Scope, group string) ([]GroupPartition, []QueueName, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT q.name, p.name, pc.lease_id, COALESCE(pc.lease_expires_at > now(), false), pc.last_consumed_at,
 			pc.total_messages_consumed, GREATEST(p.last_seq - pc.cursor_seq, 0), COALESCE(GREATEST(lag.seconds, 0), 0)
 		`+groupPositions+`
 		WHERE pc.consumer_group = $1 AND `+inScope("q.name", "$2")+`
-		ORDER BY q.name COLLATE "C", p.name COLLATE "C"`, group, scope)
+		ORDER BY q.name COLLATE "C", p.name COLLATE "C"`, group, scope.Tenant)
 	b.Queue(`SELECT DISTINCT queue_name FROM queen.consumer_groups_metadata
-		WHERE consumer_group = $1 AND `+inScope("queue_name", "$2"), group, scope)
+		WHERE consumer_group = $1 AND `+inScope("queue_name", "$2"), group, scope.Tenant)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -141,11 +140,11 @@ func (s *Store) ConsumerGroup(ctx context.Context, scope, group string) ([]Group
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the subscriptions of consumer group %q: %w", group, err)
 	}
-	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	queues, err := pgx.CollectRows(rows, pgx.RowTo[QueueName])
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the subscriptions of consumer group %q: %w", group, err)
 	}
-	seen := map[string]bool{}
+	seen := map[QueueName]bool{}
 	for _, q := range queues {
 		seen[q] = true
 	}
@@ -160,14 +159,15 @@ func (s *Store) ConsumerGroup(ctx context.Context, scope, group string) ([]Group
 
 // DeletedGroup is what deleting a consumer group removed.
 type DeletedGroup struct {
-	Partitions int64    // cursor rows deleted
-	Queues     []string // queues that had cursor rows
+	Partitions int64       // cursor rows deleted
+	Queues     []QueueName // queues that had cursor rows
 }
 
-// DeleteConsumerGroup deletes a group's cursors on every queue in scope (ScopePrefix), or on queue
-// only when it is not empty, and with deleteMetadata its recorded subscriptions there too.
-func (s *Store) DeleteConsumerGroup(ctx context.Context, scope, group, queue string, deleteMetadata bool) (DeletedGroup, error) {
+// DeleteConsumerGroup deletes a group's cursors on every queue in scope, or on queue only when
+// it is not the zero QueueName, and with deleteMetadata its recorded subscriptions there too.
+func (s *Store) DeleteConsumerGroup(ctx context.Context, scope Scope, group string, queue QueueName, deleteMetadata bool) (DeletedGroup, error) {
 	var d DeletedGroup
+	name := queue.Stored() // "" for the zero QueueName
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		d = DeletedGroup{}
 		b := &pgx.Batch{}
@@ -176,10 +176,10 @@ func (s *Store) DeleteConsumerGroup(ctx context.Context, scope, group, queue str
 				WHERE pc.partition_id = p.id AND p.queue_id = q.id AND pc.consumer_group = $1 AND ($2 = '' OR q.name = $2)
 				      AND `+inScope("q.name", "$3")+`
 				RETURNING q.name)
-			SELECT name, count(*) FROM d GROUP BY name ORDER BY name`, group, queue, scope)
+			SELECT name, count(*) FROM d GROUP BY name ORDER BY name`, group, name, scope.Tenant)
 		if deleteMetadata {
 			b.Queue(`DELETE FROM queen.consumer_groups_metadata WHERE consumer_group = $1 AND ($2 = '' OR queue_name = $2)
-				AND `+inScope("queue_name", "$3"), group, queue, scope)
+				AND `+inScope("queue_name", "$3"), group, name, scope.Tenant)
 		}
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
@@ -188,13 +188,13 @@ func (s *Store) DeleteConsumerGroup(ctx context.Context, scope, group, queue str
 			return err
 		}
 		for rows.Next() {
-			var name string
+			var q QueueName
 			var n int64
-			if err := rows.Scan(&name, &n); err != nil {
+			if err := rows.Scan(&q, &n); err != nil {
 				rows.Close()
 				return err
 			}
-			d.Queues = append(d.Queues, name)
+			d.Queues = append(d.Queues, q)
 			d.Partitions += n
 		}
 		rows.Close()
@@ -209,12 +209,12 @@ func (s *Store) DeleteConsumerGroup(ctx context.Context, scope, group, queue str
 	return d, nil
 }
 
-// UpdateSubscription moves every recorded subscription of a group on the queues in scope
-// (ScopePrefix) to ts and returns how many were changed. Only partitions the group has no cursor
-// on yet are affected.
-func (s *Store) UpdateSubscription(ctx context.Context, scope, group string, ts time.Time) (int64, error) {
+// UpdateSubscription moves every recorded subscription of a group on the queues in scope to ts
+// and returns how many were changed. Only partitions the group has no cursor on yet are
+// affected.
+func (s *Store) UpdateSubscription(ctx context.Context, scope Scope, group string, ts time.Time) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE queen.consumer_groups_metadata SET subscription_timestamp = $2
-		WHERE consumer_group = $1 AND `+inScope("queue_name", "$3"), group, ts, scope)
+		WHERE consumer_group = $1 AND `+inScope("queue_name", "$3"), group, ts, scope.Tenant)
 	if err != nil {
 		return 0, fmt.Errorf("cannot update the subscription of consumer group %q: %w", group, err)
 	}
@@ -227,7 +227,7 @@ const releaseLease = `lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 
 // SeekQueue moves a group's cursor on every partition of queue it has a cursor on: to the
 // partition's newest message when to is nil, else to the last message created at or before
 // *to (the beginning when there is none). Leases are released. It returns the partitions moved.
-func (s *Store) SeekQueue(ctx context.Context, group, queue string, to *time.Time) (int64, error) {
+func (s *Store) SeekQueue(ctx context.Context, group string, queue QueueName, to *time.Time) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// Lock the rows in the order acks lock them.
@@ -236,7 +236,7 @@ func (s *Store) SeekQueue(ctx context.Context, group, queue string, to *time.Tim
 			JOIN queen.partitions p ON p.id = pc.partition_id
 			JOIN queen.queues q ON q.id = p.queue_id
 			WHERE pc.consumer_group = $1 AND q.name = $2
-			ORDER BY pc.partition_id FOR UPDATE OF pc`, group, queue)
+			ORDER BY pc.partition_id FOR UPDATE OF pc`, group, queue.Stored())
 		if err != nil {
 			return err
 		}
@@ -265,7 +265,7 @@ func (s *Store) SeekQueue(ctx context.Context, group, queue string, to *time.Tim
 // cursor if missing, and releases the lease. It returns when the message now at the cursor was
 // created (nil when the partition is empty); found is false when the partition does not
 // exist.
-func (s *Store) SeekPartition(ctx context.Context, group, queue, partition string) (movedTo *time.Time, found bool, err error) {
+func (s *Store) SeekPartition(ctx context.Context, group string, queue QueueName, partition string) (movedTo *time.Time, found bool, err error) {
 	err = s.pool.QueryRow(ctx, `
 		WITH target AS (
 			SELECT p.id, p.last_seq FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
@@ -278,7 +278,7 @@ func (s *Store) SeekPartition(ctx context.Context, group, queue, partition strin
 			RETURNING pc.partition_id, pc.cursor_seq)
 		SELECT EXISTS (SELECT 1 FROM moved),
 		       (SELECT m.created_at FROM moved JOIN queen.messages m ON m.partition_id = moved.partition_id
-		        WHERE m.seq <= moved.cursor_seq ORDER BY m.seq DESC LIMIT 1)`, group, queue, partition).Scan(&found, &movedTo)
+		        WHERE m.seq <= moved.cursor_seq ORDER BY m.seq DESC LIMIT 1)`, group, queue.Stored(), partition).Scan(&found, &movedTo)
 	if err != nil {
 		return movedTo, false, fmt.Errorf("cannot seek consumer group %q on partition %s/%s: %w", group, queue, partition, err)
 	}
@@ -287,23 +287,25 @@ func (s *Store) SeekPartition(ctx context.Context, group, queue, partition strin
 
 // LaggingPartition is one partition where a group's oldest unconsumed message is old.
 type LaggingPartition struct {
-	Group, Queue, Partition string
-	PartitionID             uuid.UUID
-	LeaseID                 uuid.NullUUID
-	OffsetLag               int64
-	TimeLagSeconds          int64
-	OldestUnconsumedAt      time.Time
-	LastConsumedAt          *time.Time
+	Group              string
+	Queue              QueueName
+	Partition          string
+	PartitionID        uuid.UUID
+	LeaseID            uuid.NullUUID
+	OffsetLag          int64
+	TimeLagSeconds     int64
+	OldestUnconsumedAt time.Time
+	LastConsumedAt     *time.Time
 }
 
 // LaggingPartitions lists the (group, partition) pairs whose oldest unconsumed message is at
-// least minLag old, largest lag first, on the queues in scope (ScopePrefix).
-func (s *Store) LaggingPartitions(ctx context.Context, scope string, minLag time.Duration) ([]LaggingPartition, error) {
+// least minLag old, largest lag first, on the queues in scope.
+func (s *Store) LaggingPartitions(ctx context.Context, scope Scope, minLag time.Duration) ([]LaggingPartition, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT pc.consumer_group, q.name, p.name, p.id, pc.lease_id, p.last_seq - pc.cursor_seq,
 		       lag.seconds, lag.created_at, pc.last_consumed_at`+groupPositions+`
 		WHERE p.last_seq > pc.cursor_seq AND lag.seconds >= $1 AND `+inScope("q.name", "$2")+`
-		ORDER BY lag.seconds DESC, pc.consumer_group, q.name, p.name`, int64(minLag.Seconds()), scope)
+		ORDER BY lag.seconds DESC, pc.consumer_group, q.name, p.name`, int64(minLag.Seconds()), scope.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list lagging partitions: %w", err)
 	}

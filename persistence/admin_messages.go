@@ -73,7 +73,7 @@ type MessageInfo struct {
 	ID             uuid.UUID
 	TransactionID  string
 	PartitionID    uuid.UUID
-	Queue          string
+	Queue          QueueName
 	Partition      string
 	Namespace      string
 	Task           string
@@ -111,10 +111,11 @@ func (m ConsumptionMode) Type() string {
 	return "none"
 }
 
-// MessageFilter selects messages of the browser; empty strings match anything.
+// MessageFilter selects messages of the browser; empty strings and the zero QueueName match
+// anything.
 type MessageFilter struct {
-	Scope     string // ScopePrefix of the caller's tenant
-	Queue     string
+	Scope     Scope // the caller's tenant
+	Queue     QueueName
 	Partition string
 	Namespace string
 	Task      string
@@ -153,9 +154,9 @@ func (a *sqlArgs) where() string {
 // the queue, partition, namespace and task filters are consumed.
 func (s *Store) ListMessages(ctx context.Context, f MessageFilter) ([]MessageInfo, ConsumptionMode, error) {
 	var scope sqlArgs
-	scope.add(inScope("q.name", "?"), f.Scope)
-	if f.Queue != "" {
-		scope.add("q.name = ?", f.Queue)
+	scope.add(inScope("q.name", "?"), f.Scope.Tenant)
+	if f.Queue != (QueueName{}) {
+		scope.add("q.name = ?", f.Queue.Stored())
 	}
 	if f.Partition != "" {
 		scope.add("p.name = ?", f.Partition)
@@ -284,10 +285,11 @@ func (s *Store) DeleteMessage(ctx context.Context, partitionID uuid.UUID, transa
 	return tag.RowsAffected() > 0, nil
 }
 
-// DLQFilter selects dead-letter entries; empty strings and nil times match anything.
+// DLQFilter selects dead-letter entries; empty strings, the zero QueueName and nil times match
+// anything.
 type DLQFilter struct {
-	Scope     string // ScopePrefix of the caller's tenant
-	Queue     string
+	Scope     Scope // the caller's tenant
+	Queue     QueueName
 	Group     string
 	Partition string
 	From, To  *time.Time // failed_at, both inclusive
@@ -300,7 +302,7 @@ type DLQEntry struct {
 	MessageID     uuid.UUID
 	TransactionID string
 	PartitionID   uuid.UUID
-	Queue         string
+	Queue         QueueName
 	Partition     string
 	Group         string
 	Error         *string
@@ -316,9 +318,9 @@ type DLQEntry struct {
 // how many entries match in all.
 func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, error) {
 	var w sqlArgs
-	w.add(inScope("q.name", "?"), f.Scope)
-	if f.Queue != "" {
-		w.add("q.name = ?", f.Queue)
+	w.add(inScope("q.name", "?"), f.Scope.Tenant)
+	if f.Queue != (QueueName{}) {
+		w.add("q.name = ?", f.Queue.Stored())
 	}
 	if f.Group != "" {
 		w.add("d.consumer_group = ?", f.Group)
@@ -360,12 +362,12 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 	for rows.Next() {
 		var e DLQEntry
 		var id pgtype.UUID
-		var txID, queue, partition, group pgtype.Text
+		var txID, partition, group pgtype.Text
 		var pid pgtype.UUID
 		var retries pgtype.Int4
 		var created, failed pgtype.Timestamptz
 		var encrypted pgtype.Bool
-		if err := rows.Scan(&total, &id, &txID, &pid, &queue, &partition, &group, &e.Error, &retries, &e.Payload,
+		if err := rows.Scan(&total, &id, &txID, &pid, &e.Queue, &partition, &group, &e.Error, &retries, &e.Payload,
 			&e.ProducerSub, &created, &failed, &encrypted); err != nil {
 			return nil, 0, fmt.Errorf("cannot list dead letters: %w", err)
 		}
@@ -373,7 +375,7 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 			continue // the empty page
 		}
 		e.MessageID, e.PartitionID = id.Bytes, pid.Bytes
-		e.TransactionID, e.Queue, e.Partition, e.Group = txID.String, queue.String, partition.String, group.String
+		e.TransactionID, e.Partition, e.Group = txID.String, partition.String, group.String
 		e.RetryCount, e.CreatedAt, e.FailedAt = int(retries.Int32), created.Time, failed.Time
 		e.Encrypted = encrypted.Bool
 		out = append(out, e)

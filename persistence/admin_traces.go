@@ -24,8 +24,8 @@ type TraceRecord struct {
 }
 
 // RecordTrace stores a trace event and returns its id; ok is false when the message does not
-// exist on a queue in scope (ScopePrefix).
-func (s *Store) RecordTrace(ctx context.Context, scope string, r TraceRecord) (id uuid.UUID, ok bool, err error) {
+// exist on a queue in scope.
+func (s *Store) RecordTrace(ctx context.Context, scope Scope, r TraceRecord) (id uuid.UUID, ok bool, err error) {
 	names := r.Names
 	if names == nil {
 		names = []string{}
@@ -37,7 +37,7 @@ func (s *Store) RecordTrace(ctx context.Context, scope string, r TraceRecord) (i
 		JOIN queen.partitions p ON p.id = m.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id
 		WHERE m.partition_id = $1 AND m.transaction_id = $2 AND `+inScope("q.name", "$8")+`
-		RETURNING id`, r.PartitionID, r.TransactionID, r.Group, r.EventType, r.Data, names, r.WorkerID, scope).Scan(&id)
+		RETURNING id`, r.PartitionID, r.TransactionID, r.Group, r.EventType, r.Data, names, r.WorkerID, scope.Tenant).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return id, false, nil
 	}
@@ -59,8 +59,8 @@ type Trace struct {
 }
 
 // MessageTraces returns the trace events of a message, oldest first; none when the message is
-// not on a queue in scope (ScopePrefix).
-func (s *Store) MessageTraces(ctx context.Context, scope string, partitionID uuid.UUID, transactionID string) ([]Trace, error) {
+// not on a queue in scope.
+func (s *Store) MessageTraces(ctx context.Context, scope Scope, partitionID uuid.UUID, transactionID string) ([]Trace, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, t.trace_names
 		FROM queen.messages m
@@ -68,7 +68,7 @@ func (s *Store) MessageTraces(ctx context.Context, scope string, partitionID uui
 		JOIN queen.queues q ON q.id = p.queue_id
 		JOIN queen.message_traces t ON t.partition_id = m.partition_id AND t.message_seq = m.seq
 		WHERE m.partition_id = $1 AND m.transaction_id = $2 AND `+inScope("q.name", "$3")+`
-		ORDER BY t.created_at, t.id`, partitionID, transactionID, scope)
+		ORDER BY t.created_at, t.id`, partitionID, transactionID, scope.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the traces of message %s/%s: %w", partitionID, transactionID, err)
 	}
@@ -88,7 +88,7 @@ type NamedTrace struct {
 	Trace
 	TransactionID string
 	PartitionID   uuid.UUID
-	Queue         string
+	Queue         QueueName
 	Partition     string
 	Payload       json.RawMessage
 	Encrypted     bool // Payload is a sealed envelope (queen.messages.is_encrypted)
@@ -96,8 +96,8 @@ type NamedTrace struct {
 
 // TracesByName returns one page of the trace events carrying name, newest first, and how many
 // there are in all.
-// Only traces of messages on the queues in scope (ScopePrefix) count.
-func (s *Store) TracesByName(ctx context.Context, scope, name string, limit, offset int) ([]NamedTrace, int64, error) {
+// Only traces of messages on the queues in scope count.
+func (s *Store) TracesByName(ctx context.Context, scope Scope, name string, limit, offset int) ([]NamedTrace, int64, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH f AS (SELECT t.* FROM queen.message_traces t
 			JOIN queen.partitions p ON p.id = t.partition_id
@@ -111,7 +111,7 @@ func (s *Store) TracesByName(ctx context.Context, scope, name string, limit, off
 			JOIN queen.messages m ON m.partition_id = t.partition_id AND m.seq = t.message_seq
 			JOIN queen.partitions p ON p.id = t.partition_id
 			JOIN queen.queues q ON q.id = p.queue_id) ON true
-		ORDER BY t.created_at DESC, t.id`, name, limit, offset, scope)
+		ORDER BY t.created_at DESC, t.id`, name, limit, offset, scope.Tenant)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read the traces named %q: %w", name, err)
 	}
@@ -121,18 +121,18 @@ func (s *Store) TracesByName(ctx context.Context, scope, name string, limit, off
 	for rows.Next() {
 		var t NamedTrace
 		var id, pid pgtype.UUID
-		var event, group, txID, queue, partition pgtype.Text
+		var event, group, txID, partition pgtype.Text
 		var created pgtype.Timestamptz
 		var encrypted pgtype.Bool
 		if err := rows.Scan(&total, &id, &event, &t.Data, &group, &t.WorkerID, &created, &t.Names, &txID, &pid,
-			&queue, &partition, &t.Payload, &encrypted); err != nil {
+			&t.Queue, &partition, &t.Payload, &encrypted); err != nil {
 			return nil, 0, fmt.Errorf("cannot read the traces named %q: %w", name, err)
 		}
 		if !id.Valid {
 			continue // the empty page
 		}
 		t.ID, t.PartitionID = id.Bytes, pid.Bytes
-		t.EventType, t.Group, t.TransactionID, t.Queue, t.Partition = event.String, group.String, txID.String, queue.String, partition.String
+		t.EventType, t.Group, t.TransactionID, t.Partition = event.String, group.String, txID.String, partition.String
 		t.CreatedAt = created.Time
 		t.Encrypted = encrypted.Bool
 		out = append(out, t)
@@ -153,8 +153,8 @@ type TraceName struct {
 
 // TraceNames returns one page of the trace names in use, most recently seen first, and how many
 // there are in all.
-// Only traces of messages on the queues in scope (ScopePrefix) count.
-func (s *Store) TraceNames(ctx context.Context, scope string, limit, offset int) ([]TraceName, int64, error) {
+// Only traces of messages on the queues in scope count.
+func (s *Store) TraceNames(ctx context.Context, scope Scope, limit, offset int) ([]TraceName, int64, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH f AS (
 			SELECT n.name, count(*) AS traces, count(DISTINCT (t.partition_id, t.message_seq)) AS messages,
@@ -167,7 +167,7 @@ func (s *Store) TraceNames(ctx context.Context, scope string, limit, offset int)
 		page AS (SELECT * FROM f ORDER BY last_seen DESC, name LIMIT $1 OFFSET $2)
 		SELECT (SELECT count(*) FROM f), page.name, page.traces, page.messages, page.last_seen
 		FROM (SELECT 1) one LEFT JOIN page ON true
-		ORDER BY page.last_seen DESC, page.name`, limit, offset, scope)
+		ORDER BY page.last_seen DESC, page.name`, limit, offset, scope.Tenant)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot list trace names: %w", err)
 	}

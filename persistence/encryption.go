@@ -21,9 +21,8 @@ func (s *Store) SetSealer(k PayloadSealer) { s.sealer = k }
 
 // EncryptionRequired is the reason a push to an encrypted queue is refused without a key; a
 // tenant's queue is named as its tenant knows it.
-func EncryptionRequired(queue string) string {
-	_, name := SplitName(queue)
-	return fmt.Sprintf("queue %s requires encryption but QUEEN_ENCRYPTION_KEY is not set", name)
+func EncryptionRequired(queue QueueName) string {
+	return fmt.Sprintf("queue %s requires encryption but QUEEN_ENCRYPTION_KEY is not set", queue.Name)
 }
 
 // sealForQueue returns the payload to store for an item of a queue whose encryption_enabled is
@@ -37,7 +36,7 @@ func sealForQueue(sealer PayloadSealer, it *PushItem) (payload json.RawMessage, 
 	if sealer == nil {
 		return nil, EncryptionRequired(it.Queue), nil
 	}
-	env, err := sealer.Seal(it.Payload, it.Queue, it.TransactionID)
+	env, err := sealer.Seal(it.Payload, it.Queue.Stored(), it.TransactionID)
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot encrypt a payload for queue %s: %w", it.Queue, err)
 	}
@@ -45,12 +44,12 @@ func sealForQueue(sealer PayloadSealer, it *PushItem) (payload json.RawMessage, 
 }
 
 // EncryptedQueues lists the queues configured with encryptionEnabled.
-func (s *Store) EncryptedQueues(ctx context.Context) ([]string, error) {
+func (s *Store) EncryptedQueues(ctx context.Context) ([]QueueName, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name FROM queen.queues WHERE encryption_enabled`)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the encrypted queues: %w", err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := pgx.CollectRows(rows, pgx.RowTo[QueueName])
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the encrypted queues: %w", err)
 	}

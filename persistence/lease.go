@@ -17,8 +17,8 @@ type LeaseResult struct {
 
 // ExtendLease pushes the expiry of every partition held under leaseID to at least now+d. It
 // never shortens a lease and cannot revive an expired one. Only partitions of queues in scope
-// (ScopePrefix) count: another tenant's lease is "not found", as one that does not exist.
-func (s *Store) ExtendLease(ctx context.Context, scope string, leaseID uuid.UUID, d time.Duration) (LeaseResult, error) {
+// count: another tenant's lease is "not found", as one that does not exist.
+func (s *Store) ExtendLease(ctx context.Context, scope Scope, leaseID uuid.UUID, d time.Duration) (LeaseResult, error) {
 	var r LeaseResult
 	var holders int
 	err := s.pool.QueryRow(ctx, `
@@ -36,7 +36,7 @@ func (s *Store) ExtendLease(ctx context.Context, scope string, leaseID uuid.UUID
 				AND pc.lease_id = $1 AND pc.lease_expires_at > now()
 			RETURNING pc.lease_expires_at)
 		SELECT (SELECT min(lease_expires_at) FROM upd), (SELECT count(*) FROM held)`,
-		leaseID, d.Seconds(), scope).Scan(&r.ExpiresAt, &holders)
+		leaseID, d.Seconds(), scope.Tenant).Scan(&r.ExpiresAt, &holders)
 	if err != nil {
 		return r, fmt.Errorf("cannot extend lease %s: %w", leaseID, err)
 	}

@@ -13,7 +13,7 @@ import (
 
 // PopRequest asks for up to Batch messages of one queue for one consumer group.
 type PopRequest struct {
-	Queue      string
+	Queue      QueueName
 	Partition  string // "" lets the broker pick partitions
 	Group      string
 	Batch      int
@@ -70,9 +70,10 @@ type PopResult struct {
 // statement per partition, and the bookkeeping updates with COMMIT.
 func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	var res PopResult
+	queue := r.Queue.Stored()
 	err := s.pipelinedTx(ctx, "pop", func(conn *pgx.Conn) error {
 		res = PopResult{}
-		p := &popTx{conn: conn, after: &pgx.Batch{}}
+		p := &popTx{conn: conn, after: &pgx.Batch{}, queue: queue}
 		var err error
 		if r.Partition != "" {
 			err = p.popPartition(ctx, r, &res)
@@ -96,6 +97,7 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 type popTx struct {
 	conn  *pgx.Conn
 	after *pgx.Batch
+	queue string // the stored name of the popped queue
 }
 
 // first runs the transaction's first query with BEGIN in the same round trip.
@@ -136,7 +138,7 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = $2
 		LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = $3
-		WHERE q.name = $1`, r.Queue, r.Partition, r.Group)
+		WHERE q.name = $1`, p.queue, r.Partition, r.Group)
 	if err != nil {
 		return fmt.Errorf("cannot find partition %s/%s: %w", r.Queue, r.Partition, err)
 	}
@@ -186,7 +188,7 @@ func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error 
 		  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 		  AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
 		ORDER BY pc.lease_acquired_at NULLS FIRST, p.id
-		LIMIT $3`, r.Queue, r.Group, 64+4*r.Partitions)
+		LIMIT $3`, p.queue, r.Group, 64+4*r.Partitions)
 	if err != nil {
 		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
 	}
@@ -228,7 +230,7 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	seed := int64(0)
 	if !c.hasRow && r.Group != QueueMode {
 		var err error
-		if seed, err = subscriptionSeed(ctx, p.conn, r, c); err != nil {
+		if seed, err = subscriptionSeed(ctx, p.conn, p.queue, r, c); err != nil {
 			return false, err
 		}
 	}
@@ -317,8 +319,8 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 
 // subscriptionSeed returns the cursor a named group starts from on a partition it has never
 // read: after every message created at or before the group's subscription time, or 0 (the
-// beginning) when the group subscribed to all history.
-func subscriptionSeed(ctx context.Context, tx *pgx.Conn, r PopRequest, c popCandidate) (int64, error) {
+// beginning) when the group subscribed to all history. queue is r.Queue's stored name.
+func subscriptionSeed(ctx context.Context, tx *pgx.Conn, queue string, r PopRequest, c popCandidate) (int64, error) {
 	scope := r.Partition // "" for a wildcard pop: the subscription covers the whole queue
 	if r.SubscribeNow || r.SubscribeFrom != nil {
 		mode := "timestamp"
@@ -330,7 +332,7 @@ func subscriptionSeed(ctx context.Context, tx *pgx.Conn, r PopRequest, c popCand
 		_, err := tx.Exec(ctx, `
 			INSERT INTO queen.consumer_groups_metadata (consumer_group, queue_name, partition_name, subscription_mode, subscription_timestamp)
 			VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()))
-			ON CONFLICT DO NOTHING`, r.Group, r.Queue, scope, mode, r.SubscribeFrom)
+			ON CONFLICT DO NOTHING`, r.Group, queue, scope, mode, r.SubscribeFrom)
 		if err != nil {
 			return 0, fmt.Errorf("cannot record the subscription of group %s: %w", r.Group, err)
 		}
@@ -347,7 +349,7 @@ func subscriptionSeed(ctx context.Context, tx *pgx.Conn, r PopRequest, c popCand
 			ELSE (SELECT COALESCE(max(m.seq), 0) FROM queen.messages m
 			      WHERE m.partition_id = p.id AND m.created_at <= (SELECT ts FROM sub))
 		END
-		FROM queen.partitions p WHERE p.id = $4`, r.Group, r.Queue, c.name, c.id).Scan(&seed)
+		FROM queen.partitions p WHERE p.id = $4`, r.Group, queue, c.name, c.id).Scan(&seed)
 	if err != nil {
 		return 0, fmt.Errorf("cannot compute the start of group %s on partition %s: %w", r.Group, c.id, err)
 	}

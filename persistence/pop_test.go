@@ -35,7 +35,7 @@ func TestPopBatch(t *testing.T) {
 			e := newStoreEnv(t)
 			pushed := e.push(items("q", "p", "1", "a", "b", "c", "d", "e")...)
 			pid := pushed[0].PartitionID
-			r := persistence.PopRequest{Queue: "q", Partition: "p", Group: tc.group, Batch: tc.batch, AutoAck: tc.autoAck}
+			r := persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Group: tc.group, Batch: tc.batch, AutoAck: tc.autoAck}
 			if tc.wildcard {
 				r.Partition = ""
 			}
@@ -54,7 +54,7 @@ func TestPopBatch(t *testing.T) {
 			}
 			e.checkConsumer(pid, tc.group, lease, tc.wantAfter)
 			// Another group starts from the beginning whatever this one did.
-			if other, _ := e.pop(persistence.PopRequest{Queue: "q", Group: "other", Batch: 1}); !slices.Equal(txIDs(other.Messages), []string{"a"}) {
+			if other, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: "other", Batch: 1}); !slices.Equal(txIDs(other.Messages), []string{"a"}) {
 				t.Errorf("another group's pop delivered %v", txIDs(other.Messages))
 			}
 		})
@@ -88,11 +88,11 @@ func TestPopLeaseBlocksOnlyItsGroup(t *testing.T) {
 			if !tc.alone {
 				e.push(items("q", "other", "1", "x")...)
 			}
-			first, lease := e.pop(persistence.PopRequest{Queue: "q", Partition: "p", Group: "g", Batch: 10})
+			first, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Group: "g", Batch: 10})
 			if !slices.Equal(txIDs(first.Messages), []string{"a", "b"}) {
 				t.Fatalf("first pop delivered %v", txIDs(first.Messages))
 			}
-			res, _ := e.pop(persistence.PopRequest{Queue: "q", Partition: tc.partition, Group: tc.group, Batch: 10})
+			res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Group: tc.group, Batch: 10})
 			if got := txIDs(res.Messages); res.Outcome != tc.wantOutcome || !slices.Equal(got, tc.want) {
 				t.Errorf("second pop: %q %v, want %q %v", res.Outcome, got, tc.wantOutcome, tc.want)
 			}
@@ -116,7 +116,7 @@ func TestPopClaimRechecksTheLease(t *testing.T) {
 			e := newStoreEnv(t)
 			pid := e.push(items("q", "p", "1", "a", "b")...)[0].PartitionID
 			// Consume a, so the group has a row without a lease for both pops to fight over.
-			e.pop(persistence.PopRequest{Queue: "q", Batch: 1, AutoAck: true})
+			e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, AutoAck: true})
 			other, err := e.pool.Begin(e.ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -131,7 +131,7 @@ func TestPopClaimRechecksTheLease(t *testing.T) {
 			}
 			done := make(chan popped, 1)
 			go func() {
-				res, err := e.s.Pop(e.ctx, persistence.PopRequest{Queue: "q", Partition: tc.partition, Group: persistence.QueueMode,
+				res, err := e.s.Pop(e.ctx, persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Group: persistence.QueueMode,
 					Batch: 10, Partitions: 1, LeaseID: uuid.New()})
 				done <- popped{res, err}
 			}()
@@ -161,7 +161,7 @@ func TestPopReclaimsExpiredLease(t *testing.T) {
 			e := newStoreEnv(t)
 			pid := e.push(items("q", "p", "1", "a", "b", "c")...)[0].PartitionID
 			e.setQueue("q", "lease_time = 1")
-			first, old := e.pop(persistence.PopRequest{Queue: "q", Partition: partition, Batch: 3})
+			first, old := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: partition, Batch: 3})
 			if !slices.Equal(txIDs(first.Messages), []string{"a", "b", "c"}) {
 				t.Fatalf("first pop delivered %v", txIDs(first.Messages))
 			}
@@ -170,7 +170,7 @@ func TestPopReclaimsExpiredLease(t *testing.T) {
 			}
 			e.expireLease(pid, persistence.QueueMode)
 
-			again, lease := e.pop(persistence.PopRequest{Queue: "q", Partition: partition, Batch: 10})
+			again, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: partition, Batch: 10})
 			if got := seqs(again.Messages); !slices.Equal(got, []int64{2, 3}) {
 				t.Fatalf("pop after expiry delivered seqs %v, want [2 3]", got)
 			}
@@ -218,7 +218,7 @@ func TestPopSubscriptionOfANewGroup(t *testing.T) {
 			e.exec(`UPDATE queen.messages SET created_at = timestamptz '2020-01-01T00:00:00Z' + (seq - 1) * interval '1 day'
 				WHERE partition_id = $1`, pid)
 			e.exec(`UPDATE queen.partitions SET last_message_at = '2020-01-03T00:00:00Z' WHERE id = $1`, pid)
-			r := persistence.PopRequest{Queue: "q", Partition: tc.partition, Group: tc.group, Batch: 10, AutoAck: true,
+			r := persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Group: tc.group, Batch: 10, AutoAck: true,
 				SubscribeNow: tc.now, SubscribeFrom: tc.from}
 			if res, _ := e.pop(r); !slices.Equal(txIDs(res.Messages), tc.want) {
 				t.Errorf("first pop delivered %v, want %v", txIDs(res.Messages), tc.want)
@@ -251,7 +251,7 @@ func TestPopDelayedProcessing(t *testing.T) {
 				pid := e.push(items("q", "p", "1", "a", "b", "c")...)[0].PartitionID
 				e.setQueue("q", "delayed_processing = 3600")
 				e.exec(`UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE partition_id = $1 AND seq = ANY($2)`, pid, tc.old)
-				res, lease := e.pop(persistence.PopRequest{Queue: "q", Partition: partition, Batch: 10})
+				res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: partition, Batch: 10})
 				if got := txIDs(res.Messages); !slices.Equal(got, tc.want) {
 					t.Fatalf("pop delivered %v, want %v", got, tc.want)
 				}
@@ -287,7 +287,7 @@ func TestPopWindowBuffer(t *testing.T) {
 			pid := e.push(items("q", "p", "1", "a", "b")...)[0].PartitionID
 			e.setQueue("q", "window_buffer = 3600")
 			e.exec(`UPDATE queen.partitions SET last_message_at = `+tc.lastAt+` WHERE id = $1`, pid)
-			res, _ := e.pop(persistence.PopRequest{Queue: "q", Partition: tc.partition, Batch: 10})
+			res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Batch: 10})
 			if got := txIDs(res.Messages); res.Outcome != tc.wantOutcome || !slices.Equal(got, tc.want) {
 				t.Errorf("pop: %q %v, want %q %v", res.Outcome, got, tc.wantOutcome, tc.want)
 			}
@@ -299,12 +299,12 @@ func TestPopWindowBuffer(t *testing.T) {
 // last_message_at: with a windowBuffer, popping it answers an empty pop, not an error.
 func TestPopWindowBufferOnAnEmptyPartition(t *testing.T) {
 	e := newStoreEnv(t)
-	q, err := e.s.Configure(e.ctx, persistence.ConfigureRequest{Queue: "q",
+	q, err := e.s.Configure(e.ctx, persistence.ConfigureRequest{Queue: persistence.QueueName{Name: "q"},
 		Options: persistence.QueueOptionsPatch{WindowBuffer: new(60)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := e.pop(persistence.PopRequest{Queue: "q", Partition: "Default", Batch: 10})
+	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "Default", Batch: 10})
 	if res.Outcome != persistence.PopOK || len(res.Messages) != 0 {
 		t.Errorf("pop of the empty partition: %+v", res)
 	}
@@ -336,7 +336,7 @@ func TestPopClaimsUpToNPartitions(t *testing.T) {
 			for _, name := range []string{"p1", "p2", "p3"} {
 				pids[e.push(items("q", name, "1", name+"-a", name+"-b")...)[0].PartitionID] = name
 			}
-			res, lease := e.pop(persistence.PopRequest{Queue: "q", Partitions: tc.partitions, Batch: tc.batch})
+			res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partitions: tc.partitions, Batch: tc.batch})
 			if len(res.Partitions) != tc.wantClaimed || len(res.Messages) != tc.wantTotal {
 				t.Fatalf("claimed %d partitions, %d messages; want %d, %d", len(res.Partitions), len(res.Messages), tc.wantClaimed, tc.wantTotal)
 			}

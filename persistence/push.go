@@ -15,7 +15,7 @@ import (
 // PushItem is one message to store. The HTTP layer has validated every field, so nothing here
 // can make PostgreSQL refuse the statement for one item and fail the others fused with it.
 type PushItem struct {
-	Queue         string
+	Queue         QueueName
 	Partition     string
 	TransactionID string
 	TraceID       uuid.NullUUID
@@ -62,7 +62,9 @@ func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error
 // only commit one after the other anyway; in one lane they are fused instead.
 func PushLaneKey(it PushItem) uint32 {
 	h := fnv.New32a()
-	h.Write([]byte(it.Queue))
+	h.Write([]byte(it.Queue.Tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(it.Queue.Name))
 	h.Write([]byte{0})
 	h.Write([]byte(it.Partition))
 	return h.Sum32()
@@ -73,7 +75,10 @@ type batchSender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-type partitionKey struct{ queue, partition string }
+type partitionKey struct {
+	queue     QueueName
+	partition string
+}
 
 type dedupKey struct {
 	partition uuid.UUID
@@ -90,28 +95,30 @@ type dedupKey struct {
 //
 // Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
 func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bool, sealer PayloadSealer) ([]PushResult, error) {
-	queues := map[string]bool{}
+	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
 	parts := map[partitionKey]bool{}
 	for _, it := range items {
-		queues[it.Queue] = true
+		if _, ok := stored[it.Queue]; !ok {
+			stored[it.Queue] = it.Queue.Stored()
+		}
 		parts[partitionKey{it.Queue, it.Partition}] = true
 	}
-	queueNames := make([]string, 0, len(queues))
-	for q := range queues {
+	queueNames := make([]string, 0, len(stored))
+	for _, q := range stored {
 		queueNames = append(queueNames, q)
 	}
 	sort.Strings(queueNames)
 	pq := make([]string, 0, len(parts))
 	pp := make([]string, 0, len(parts))
 	for k := range parts {
-		pq = append(pq, k.queue)
+		pq = append(pq, stored[k.queue])
 		pp = append(pp, k.partition)
 	}
 	txQ := make([]string, len(items))
 	txP := make([]string, len(items))
 	txIDs := make([]string, len(items))
 	for i, it := range items {
-		txQ[i], txP[i], txIDs[i] = it.Queue, it.Partition, it.TransactionID
+		txQ[i], txP[i], txIDs[i] = stored[it.Queue], it.Partition, it.TransactionID
 	}
 
 	b := &pgx.Batch{}

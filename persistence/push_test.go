@@ -182,7 +182,7 @@ func TestPushToEncryptedQueue(t *testing.T) {
 		wantError  string
 		wantStored string // "" when nothing is stored
 	}{
-		{"no sealer refuses", nil, false, persistence.StatusFailed, persistence.EncryptionRequired("vault"), ""},
+		{"no sealer refuses", nil, false, persistence.StatusFailed, persistence.EncryptionRequired(persistence.QueueName{Name: "vault"}), ""},
 		{"no sealer takes a sealed item", nil, true, persistence.StatusQueued, "", string(sealed)},
 		{"sealer seals", sealer{}, false, persistence.StatusQueued, "", string(sealed)},
 	}
@@ -191,7 +191,7 @@ func TestPushToEncryptedQueue(t *testing.T) {
 			e := newStoreEnv(t)
 			e.encryptQueue("vault")
 			e.s.SetSealer(tc.sealer)
-			it := persistence.PushItem{Queue: "vault", Partition: "p", TransactionID: "secret", Payload: clear, Encrypted: tc.preSealed}
+			it := persistence.PushItem{Queue: persistence.QueueName{Name: "vault"}, Partition: "p", TransactionID: "secret", Payload: clear, Encrypted: tc.preSealed}
 			if tc.preSealed {
 				it.Payload = sealed
 			}

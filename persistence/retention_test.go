@@ -25,7 +25,7 @@ func retentionCtx(t *testing.T) context.Context {
 
 // retentionPush pushes n messages (tx-1..tx-n, seq 1..n on a new partition) and returns the
 // partition id.
-func retentionPush(t *testing.T, s *persistence.Store, queue, partition string, n int) uuid.UUID {
+func retentionPush(t *testing.T, s *persistence.Store, queue persistence.QueueName, partition string, n int) uuid.UUID {
 	t.Helper()
 	items := make([]persistence.PushItem, n)
 	for i := range items {
@@ -77,8 +77,8 @@ func retentionWant(t *testing.T, pool *pgxpool.Pool, what string, partition uuid
 func TestRetentionDeletesExpiredMessagesOfEnabledQueuesOnly(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	s := persistence.NewStore(pool)
-	on := retentionPush(t, s, "ret-on", "p", 6)
-	off := retentionPush(t, s, "ret-off", "p", 3)
+	on := retentionPush(t, s, persistence.QueueName{Name: "ret-on"}, "p", 6)
+	off := retentionPush(t, s, persistence.QueueName{Name: "ret-off"}, "p", 3)
 	retentionExec(t, pool, `UPDATE queen.queues SET retention_enabled = true, retention_seconds = 3600 WHERE name = 'ret-on'`)
 	// Same window, but without the gate: retention must not touch it.
 	retentionExec(t, pool, `UPDATE queen.queues SET retention_seconds = 3600 WHERE name = 'ret-off'`)
@@ -103,13 +103,13 @@ func TestRetentionCompletedDeletesOnlyConsumedMessages(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	s := persistence.NewStore(pool)
 	ctx := retentionCtx(t)
-	read := retentionPush(t, s, "done", "read", 5)
-	unread := retentionPush(t, s, "done", "unread", 2)
+	read := retentionPush(t, s, persistence.QueueName{Name: "done"}, "read", 5)
+	unread := retentionPush(t, s, persistence.QueueName{Name: "done"}, "unread", 2)
 	retentionExec(t, pool, `UPDATE queen.queues SET retention_enabled = true, completed_retention_seconds = 3600 WHERE name = 'done'`)
 
 	// Queue mode consumes all five through pop and ack; group g has consumed up to seq 3.
 	lease := uuid.New()
-	res, err := s.Pop(ctx, persistence.PopRequest{Queue: "done", Partition: "read", Group: persistence.QueueMode,
+	res, err := s.Pop(ctx, persistence.PopRequest{Queue: persistence.QueueName{Name: "done"}, Partition: "read", Group: persistence.QueueMode,
 		Batch: 5, Partitions: 1, LeaseID: lease})
 	if err != nil || len(res.Messages) != 5 {
 		t.Fatalf("pop: %d messages, %v", len(res.Messages), err)
@@ -143,10 +143,10 @@ func TestEvictionDeletesUnconsumedOldMessages(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	s := persistence.NewStore(pool)
 	ctx := retentionCtx(t)
-	read := retentionPush(t, s, "ev", "read", 4)
-	unread := retentionPush(t, s, "ev", "unread", 2)
-	twoGroups := retentionPush(t, s, "ev", "two-groups", 3)
-	plain := retentionPush(t, s, "plain", "p", 2)
+	read := retentionPush(t, s, persistence.QueueName{Name: "ev"}, "read", 4)
+	unread := retentionPush(t, s, persistence.QueueName{Name: "ev"}, "unread", 2)
+	twoGroups := retentionPush(t, s, persistence.QueueName{Name: "ev"}, "two-groups", 3)
+	plain := retentionPush(t, s, persistence.QueueName{Name: "plain"}, "p", 2)
 	retentionExec(t, pool, `UPDATE queen.queues SET max_wait_time_seconds = 60 WHERE name = 'ev'`)
 	// Queue mode has read all three, group g only the first: 2 and 3 still wait for g.
 	retentionExec(t, pool, `INSERT INTO queen.partition_consumers (partition_id, consumer_group, cursor_seq)
@@ -154,7 +154,7 @@ func TestEvictionDeletesUnconsumedOldMessages(t *testing.T) {
 
 	// Queue mode consumes seq 1.
 	lease := uuid.New()
-	res, err := s.Pop(ctx, persistence.PopRequest{Queue: "ev", Partition: "read", Group: persistence.QueueMode,
+	res, err := s.Pop(ctx, persistence.PopRequest{Queue: persistence.QueueName{Name: "ev"}, Partition: "read", Group: persistence.QueueMode,
 		Batch: 1, Partitions: 1, LeaseID: lease})
 	if err != nil || len(res.Messages) != 1 {
 		t.Fatalf("pop: %d messages, %v", len(res.Messages), err)
@@ -186,7 +186,7 @@ func TestRetentionDeletesIdlePartitions(t *testing.T) {
 	s := persistence.NewStore(pool)
 	ctx := retentionCtx(t)
 	for _, p := range []string{"idle", "idle-consumed", "recently-consumed", "leased", "full"} {
-		retentionPush(t, s, "q", p, 1)
+		retentionPush(t, s, persistence.QueueName{Name: "q"}, p, 1)
 	}
 	retentionExec(t, pool, `DELETE FROM queen.messages m USING queen.partitions p WHERE p.id = m.partition_id AND p.name <> 'full'`)
 	retentionExec(t, pool, `UPDATE queen.partitions SET created_at = now() - interval '40 days', last_message_at = now() - interval '40 days'`)
@@ -234,7 +234,7 @@ func TestRetentionConcurrentRunSkips(t *testing.T) {
 	pool, cs := pgtest.NewPool(t)
 	s := persistence.NewStore(pool)
 	ctx := retentionCtx(t)
-	part := retentionPush(t, s, "busy", "p", 3)
+	part := retentionPush(t, s, persistence.QueueName{Name: "busy"}, "p", 3)
 	retentionExec(t, pool, `UPDATE queen.queues SET retention_enabled = true, retention_seconds = 60, max_wait_time_seconds = 60 WHERE name = 'busy'`)
 	retentionAge(t, pool, part, 1, 2, 3)
 

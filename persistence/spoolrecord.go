@@ -12,8 +12,8 @@ import (
 )
 
 // spoolRecord is a PushItem as the disk spool stores it: the reference's event fields, JSON.
-// The payload is embedded verbatim (for an encrypted queue it is already the sealed envelope),
-// and the original transactionId makes the replay idempotent.
+// The queue is its stored name. The payload is embedded verbatim (for an encrypted queue it is
+// already the sealed envelope), and the original transactionId makes the replay idempotent.
 type spoolRecord struct {
 	Queue         string          `json:"queue"`
 	Partition     string          `json:"partition"`
@@ -27,7 +27,7 @@ type spoolRecord struct {
 // EncodeSpoolRecord turns an item into a spool record.
 func EncodeSpoolRecord(it PushItem) ([]byte, error) {
 	r := spoolRecord{
-		Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID,
+		Queue: it.Queue.Stored(), Partition: it.Partition, TransactionID: it.TransactionID,
 		Encrypted: it.Encrypted, Payload: it.Payload,
 	}
 	if it.TraceID.Valid {
@@ -54,7 +54,7 @@ func DecodeSpoolRecord(b []byte) (PushItem, error) {
 		return PushItem{}, errors.New("cannot decode spool record: queue, partition, transactionId and payload are required")
 	}
 	it := PushItem{
-		Queue: r.Queue, Partition: r.Partition, TransactionID: r.TransactionID,
+		Queue: ParseQueueName(r.Queue), Partition: r.Partition, TransactionID: r.TransactionID,
 		Encrypted: r.Encrypted, Payload: r.Payload,
 	}
 	if r.TraceID != "" {
@@ -72,7 +72,7 @@ func DecodeSpoolRecord(b []byte) (PushItem, error) {
 
 // Replayed is what a replay of spool records stored: the partitions that received messages,
 // by queue (their parked pops are woken).
-type Replayed map[string][]string
+type Replayed map[QueueName][]string
 
 // Replay stores one batch of spool records in one transaction, as the push batcher would, with
 // its retry of each record alone when the transaction fails (fusion.Run), so one record the

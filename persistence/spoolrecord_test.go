@@ -10,7 +10,7 @@ import (
 
 func TestSpoolRecordRoundTrip(t *testing.T) {
 	it := PushItem{
-		Queue: "orders", Partition: "p1", TransactionID: "tx-1",
+		Queue: QueueName{Name: "orders"}, Partition: "p1", TransactionID: "tx-1",
 		TraceID:     uuid.NullUUID{UUID: uuid.MustParse("11111111-2222-3333-4444-555555555555"), Valid: true},
 		Payload:     json.RawMessage(`{"n":[1,2,{"x":null}]}`),
 		ProducerSub: "user-7",
@@ -45,7 +45,7 @@ func FuzzDecodeSpoolRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if it.Queue == "" || it.Partition == "" || it.TransactionID == "" || !json.Valid(it.Payload) {
+		if it.Queue.Stored() == "" || it.Partition == "" || it.TransactionID == "" || !json.Valid(it.Payload) {
 			t.Fatalf("accepted an incomplete record %q: %+v", b, it)
 		}
 		again, err := EncodeSpoolRecord(it)

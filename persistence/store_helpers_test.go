@@ -35,7 +35,7 @@ func newStoreEnv(t *testing.T) *storeEnv {
 func items(queue, partition, call string, txIDs ...string) []persistence.PushItem {
 	out := make([]persistence.PushItem, len(txIDs))
 	for i, tx := range txIDs {
-		out[i] = persistence.PushItem{Queue: queue, Partition: partition, TransactionID: tx,
+		out[i] = persistence.PushItem{Queue: persistence.QueueName{Name: queue}, Partition: partition, TransactionID: tx,
 			Payload: payloadOf(tx, call)}
 	}
 	return out
@@ -100,7 +100,7 @@ func (e *storeEnv) setQueue(queue, assignments string) {
 // encryptQueue creates queue flagged encryption_enabled.
 func (e *storeEnv) encryptQueue(queue string) {
 	e.t.Helper()
-	if _, err := e.s.Configure(e.ctx, persistence.ConfigureRequest{Queue: queue,
+	if _, err := e.s.Configure(e.ctx, persistence.ConfigureRequest{Queue: persistence.QueueName{Name: queue},
 		Options: persistence.QueueOptionsPatch{EncryptionEnabled: new(true)}}); err != nil {
 		e.t.Fatal(err)
 	}

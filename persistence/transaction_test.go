@@ -66,7 +66,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 		{
 			name:       "a refused push rolls back the ack before it",
 			ops:        []func(env) persistence.TxOp{completed, push(items("vault", "p", "tx", "new")...)},
-			wantReason: "PUSH operation failed: " + persistence.EncryptionRequired("vault"),
+			wantReason: "PUSH operation failed: " + persistence.EncryptionRequired(persistence.QueueName{Name: "vault"}),
 			wantStatus: []persistence.PushStatus{"failed"},
 			wantStored: []string{"old"},
 			wantSrc:    consumerRow{LeaseID: ownLease, LeaseEnd: 1},
@@ -94,7 +94,7 @@ func TestTransactionIsAtomic(t *testing.T) {
 			srcPid := e.push(items("src", "p", "1", "in")...)[0].PartitionID
 			outPid := e.push(items("out", "p", "1", "old")...)[0].PartitionID
 			e.encryptQueue("vault")
-			popped, lease := e.pop(persistence.PopRequest{Queue: "src", Batch: 1})
+			popped, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "src"}, Batch: 1})
 			if len(popped.Messages) != 1 {
 				t.Fatalf("pop of the source delivered %v", txIDs(popped.Messages))
 			}
@@ -123,9 +123,9 @@ func TestTransactionIsAtomic(t *testing.T) {
 				for j, p := range r.Push {
 					statuses = append(statuses, p.Status)
 					it := ops[i].Push[j]
-					pushedFresh = pushedFresh || it.Queue == "fresh"
+					pushedFresh = pushedFresh || it.Queue.Name == "fresh"
 					// Committed, a queued item and a duplicate both name the stored message.
-					if tc.wantReason == "" && it.Queue == "out" && p.MessageID != storedID[it.TransactionID] {
+					if tc.wantReason == "" && it.Queue.Name == "out" && p.MessageID != storedID[it.TransactionID] {
 						t.Errorf("push of %s answered id %s, %s is stored", it.TransactionID, p.MessageID, storedID[it.TransactionID])
 					}
 				}

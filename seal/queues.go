@@ -1,11 +1,14 @@
 package seal
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"queen/persistence"
 )
 
 // Queues knows which queues are configured with encryptionEnabled, so that a push learns whether
@@ -17,25 +20,25 @@ import (
 // periodic reload as the floor under a lost announcement. The database stays the authority: the
 // push transaction re-checks the flag and seals what a stale cache let through in clear.
 type Queues struct {
-	load func(context.Context) ([]string, error)
+	load func(context.Context) ([]persistence.QueueName, error)
 	log  *slog.Logger
 	kick chan struct{}
 
 	mu  sync.RWMutex
-	on  map[string]bool
+	on  map[persistence.QueueName]bool
 	gen uint64 // bumped by Set, so a reload that read before a local change does not undo it
 }
 
 // NewQueues makes an empty set; load reads the names of the flagged queues from the database.
-func NewQueues(load func(context.Context) ([]string, error), log *slog.Logger) *Queues {
+func NewQueues(load func(context.Context) ([]persistence.QueueName, error), log *slog.Logger) *Queues {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Queues{load: load, log: log, kick: make(chan struct{}, 1), on: map[string]bool{}}
+	return &Queues{load: load, log: log, kick: make(chan struct{}, 1), on: map[persistence.QueueName]bool{}}
 }
 
 // Encrypted reports whether queue is flagged encryptionEnabled.
-func (q *Queues) Encrypted(queue string) bool {
+func (q *Queues) Encrypted(queue persistence.QueueName) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	return q.on[queue]
@@ -48,20 +51,22 @@ func (q *Queues) Count() int {
 	return len(q.on)
 }
 
-// Names lists the flagged queues, sorted.
-func (q *Queues) Names() []string {
+// Names lists the flagged queues, by tenant then name.
+func (q *Queues) Names() []persistence.QueueName {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	names := make([]string, 0, len(q.on))
+	names := make([]persistence.QueueName, 0, len(q.on))
 	for n := range q.on {
 		names = append(names, n)
 	}
-	slices.Sort(names)
+	slices.SortFunc(names, func(a, b persistence.QueueName) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Name, b.Name))
+	})
 	return names
 }
 
 // Set records a change made by this broker (configure, delete).
-func (q *Queues) Set(queue string, encrypted bool) {
+func (q *Queues) Set(queue persistence.QueueName, encrypted bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.gen++
@@ -82,7 +87,7 @@ func (q *Queues) Reload(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	on := make(map[string]bool, len(names))
+	on := make(map[persistence.QueueName]bool, len(names))
 	for _, n := range names {
 		on[n] = true
 	}

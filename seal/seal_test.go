@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"queen/persistence"
 )
 
 const testKeyHex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -218,9 +220,10 @@ func TestParseKeyRefusesMalformedKeys(t *testing.T) {
 
 func TestQueuesReloadDoesNotUndoALocalChange(t *testing.T) {
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	db := []string{"a"}
+	a, b := persistence.QueueName{Name: "a"}, persistence.QueueName{Tenant: "t", Name: "b"}
+	db := []persistence.QueueName{a}
 	first := true
-	q := NewQueues(func(context.Context) ([]string, error) {
+	q := NewQueues(func(context.Context) ([]persistence.QueueName, error) {
 		if first {
 			first = false
 			entered <- struct{}{}
@@ -234,23 +237,23 @@ func TestQueuesReloadDoesNotUndoALocalChange(t *testing.T) {
 		done <- fresh
 	}()
 	<-entered
-	q.Set("b", true) // configured here while the reload reads
+	q.Set(b, true) // configured here while the reload reads
 	close(release)
 	if <-done {
 		t.Fatal("a reload that raced with Set was applied")
 	}
-	if !q.Encrypted("b") || q.Encrypted("a") {
-		t.Fatalf("after a raced reload: a=%v b=%v, want the local state", q.Encrypted("a"), q.Encrypted("b"))
+	if !q.Encrypted(b) || q.Encrypted(a) {
+		t.Fatalf("after a raced reload: a=%v b=%v, want the local state", q.Encrypted(a), q.Encrypted(b))
 	}
-	db = []string{"a", "b"}
+	db = []persistence.QueueName{a, b}
 	if fresh, err := q.Reload(context.Background()); !fresh || err != nil {
 		t.Fatalf("Reload = %v, %v", fresh, err)
 	}
-	if !q.Encrypted("a") || !q.Encrypted("b") {
+	if !q.Encrypted(a) || !q.Encrypted(b) {
 		t.Fatal("a clean reload was not applied")
 	}
-	q.Set("a", false)
-	if q.Encrypted("a") {
+	q.Set(a, false)
+	if q.Encrypted(a) {
 		t.Fatal("Set false kept the queue")
 	}
 }

@@ -22,7 +22,7 @@ type drain struct {
 	spool    *spool.Spool
 	flags    *actors.Maintenance
 	healthy  *atomic.Bool
-	notify   func(queue string, partitions []string) // wakes parked pops here and on the peers
+	notify   func(queue persistence.QueueName, partitions []string) // wakes parked pops here and on the peers
 	every    time.Duration
 	maxBatch int
 	dir      string
@@ -34,7 +34,7 @@ type drain struct {
 var errDrainPaused = errors.New("push maintenance turned on")
 
 func newDrain(cfg config.Config, log *slog.Logger, store *persistence.Store, sp *spool.Spool, flags *actors.Maintenance,
-	healthy *atomic.Bool, notify func(string, []string)) *drain {
+	healthy *atomic.Bool, notify func(persistence.QueueName, []string)) *drain {
 	return &drain{log: log, store: store, spool: sp, flags: flags, healthy: healthy, notify: notify,
 		every: cfg.SpoolFlush, maxBatch: cfg.SpoolMaxBatch, dir: cfg.SpoolDir, kick: make(chan struct{}, 1)}
 }

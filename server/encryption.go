@@ -55,18 +55,15 @@ func (e *encryption) close() { e.stop() }
 
 // encryptedQueueList names queues for the boot log as an operator knows them (a tenant's queue
 // as tenant/name), the first hundred of them.
-func encryptedQueueList(stored []string) string {
+func encryptedQueueList(queues []persistence.QueueName) string {
 	const most = 100
-	shown := make([]string, 0, min(len(stored), most))
-	for _, q := range stored[:min(len(stored), most)] {
-		if tenant, name := persistence.SplitName(q); tenant != "" {
-			q = tenant + "/" + name
-		}
-		shown = append(shown, q)
+	shown := make([]string, 0, min(len(queues), most))
+	for _, q := range queues[:min(len(queues), most)] {
+		shown = append(shown, q.String())
 	}
 	list := strings.Join(shown, ", ")
-	if len(stored) > most {
-		list += fmt.Sprintf(" and %d more", len(stored)-most)
+	if len(queues) > most {
+		list += fmt.Sprintf(" and %d more", len(queues)-most)
 	}
 	return list
 }

@@ -75,9 +75,9 @@ func TestJobsRunRetentionAndEviction(t *testing.T) {
 	pool, _ := pgtest.NewPool(t)
 	store := persistence.NewStore(pool)
 	items := []persistence.PushItem{
-		{Queue: "ret", Partition: "p", TransactionID: "a", Payload: json.RawMessage(`1`)},
-		{Queue: "ret", Partition: "p", TransactionID: "b", Payload: json.RawMessage(`1`)},
-		{Queue: "ev", Partition: "p", TransactionID: "a", Payload: json.RawMessage(`1`)},
+		{Queue: persistence.QueueName{Name: "ret"}, Partition: "p", TransactionID: "a", Payload: json.RawMessage(`1`)},
+		{Queue: persistence.QueueName{Name: "ret"}, Partition: "p", TransactionID: "b", Payload: json.RawMessage(`1`)},
+		{Queue: persistence.QueueName{Name: "ev"}, Partition: "p", TransactionID: "a", Payload: json.RawMessage(`1`)},
 	}
 	if _, err := store.Push(context.Background(), items); err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestJobsStartAndStopWithBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := b.Store().Push(context.Background(), []persistence.PushItem{
-		{Queue: "ev", Partition: "p", TransactionID: "a", Payload: json.RawMessage(`1`)},
+		{Queue: persistence.QueueName{Name: "ev"}, Partition: "p", TransactionID: "a", Payload: json.RawMessage(`1`)},
 	}); err != nil {
 		t.Fatal(err)
 	}

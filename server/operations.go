@@ -7,6 +7,7 @@ import (
 	"queen/actors"
 	"queen/config"
 	"queen/mesh"
+	"queen/persistence"
 	"queen/seal"
 	"queen/spool"
 )
@@ -36,15 +37,16 @@ func (o *operations) SpoolStats() spool.Stats { return o.drain.spool.Stats() }
 
 func (o *operations) DBHealthy() bool { return o.drain.healthy.Load() }
 
-// Notify is the wake-up a committed push sends, here and to the peers.
-func (o *operations) Notify(queue string, partitions []string) {
+// Notify is the wake-up a committed push sends, here and to the peers (the mesh carries the
+// queue's stored name).
+func (o *operations) Notify(queue persistence.QueueName, partitions []string) {
 	o.actors.Wake(queue, partitions)
-	o.peers.MessageAvailable(queue, partitions)
+	o.peers.MessageAvailable(queue.Stored(), partitions)
 }
 
 // AnnounceQueueChange tells the peers that a queue was configured or deleted here.
-func (o *operations) AnnounceQueueChange(queue string, deleted bool) {
-	o.peers.QueueConfigChanged(queue, deleted)
+func (o *operations) AnnounceQueueChange(queue persistence.QueueName, deleted bool) {
+	o.peers.QueueConfigChanged(queue.Stored(), deleted)
 }
 
 type peerJSON struct {
@@ -92,7 +94,8 @@ func (o *operations) SharedState() any {
 	return base
 }
 
-// meshInbox applies what the peers announce (mesh.Handler).
+// meshInbox applies what the peers announce (mesh.Handler). The mesh names a queue by its
+// stored name; the actors know it as a persistence.QueueName.
 type meshInbox struct {
 	actors    *actors.System
 	maint     *maintenance
@@ -104,7 +107,7 @@ func (m *meshInbox) MessageAvailable(queue, partition string) {
 	if partition != "" {
 		parts = []string{partition}
 	}
-	m.actors.Wake(queue, parts)
+	m.actors.Wake(persistence.ParseQueueName(queue), parts)
 }
 
 // QueueConfigChanged re-reads which queues are encrypted (the only queue setting cached here;
@@ -112,7 +115,7 @@ func (m *meshInbox) MessageAvailable(queue, partition string) {
 // existed re-check it.
 func (m *meshInbox) QueueConfigChanged(queue string) {
 	m.encrypted.Kick()
-	m.actors.Wake(queue, nil)
+	m.actors.Wake(persistence.ParseQueueName(queue), nil)
 }
 
 func (m *meshInbox) MaintenanceChanged(on bool) { m.maint.peerPush(on) }

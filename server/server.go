@@ -162,7 +162,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		Maintenance: flags,
 		DBHealthy:   healthy,
 		OrphanLease: orphans.add,
-		OnPushed:    link.MessageAvailable,
+		OnPushed: func(queue persistence.QueueName, partitions []string) {
+			link.MessageAvailable(queue.Stored(), partitions)
+		},
 		Wait: actors.WaitOptions{
 			Initial: cfg.PopWaitInitialInterval, Threshold: cfg.PopWaitBackoffThreshold,
 			Multiplier: cfg.PopWaitBackoffMultiplier, Max: cfg.PopWaitMaxInterval,
@@ -175,9 +177,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	})
 	b.onStop("actors", quietly(b.actors.Stop))
 
-	notify := func(queue string, partitions []string) {
+	notify := func(queue persistence.QueueName, partitions []string) {
 		b.actors.Wake(queue, partitions)
-		link.MessageAvailable(queue, partitions)
+		link.MessageAvailable(queue.Stored(), partitions)
 	}
 	dr := newDrain(cfg, log, store, sp, flags, healthy, notify)
 	dr.start()

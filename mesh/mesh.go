@@ -109,6 +109,7 @@ func Start(cfg Config, h Handler) (*Mesh, error) {
 		lastSeen:    map[string]*atomic.Int64{},
 	}
 	m.stats.register(cfg.Metrics)
+	m.registerPeers()
 	m.sys = actors.NewActorSystem(log)
 
 	if len(cfg.Secret) == 0 {
@@ -168,6 +169,7 @@ func (m *Mesh) Close() {
 		}
 		m.wg.Wait()
 		m.sys.Shutdown()
+		m.unregisterPeers()
 		m.log.Info("mesh stopped")
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"queen/persistence"
 )
 
@@ -94,5 +96,13 @@ func TestStoreReportsDatabaseErrors(t *testing.T) {
 	e.push(items("ok", "p", "c", "x")...)
 	if n != 1 {
 		t.Fatalf("OnError called for a push that succeeded (%d calls)", n)
+	}
+	// A transaction rolled back because one of its operations failed is not a database error.
+	ack := persistence.AckItem{PartitionID: uuid.New(), TransactionID: "nope", Group: persistence.QueueMode, Status: persistence.AckCompleted}
+	if _, reason, err := e.s.Transaction(e.ctx, []persistence.TxOp{{Ack: &ack}}); err != nil || reason == "" {
+		t.Fatalf("transaction acking a missing message: reason %q, err %v", reason, err)
+	}
+	if n != 1 {
+		t.Fatalf("OnError called for a transaction rolled back on purpose (%d calls)", n)
 	}
 }

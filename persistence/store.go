@@ -58,13 +58,15 @@ func (s *Store) PoolStats() PoolStats {
 }
 
 // OnError registers f to be called on every failed attempt of a transaction (push, pop, ack,
-// the transaction route, admin writes), retried ones included, but not for a caller that went
-// away. Call it before the store is used.
+// the transaction route, admin writes), retried ones included; not for a caller that went
+// away, nor for a transaction rolled back on purpose (an operation of the transaction route
+// failed). Call it before the store is used.
 func (s *Store) OnError(f func()) { s.onError = f }
 
 // failed reports a failed attempt to the OnError listener.
 func (s *Store) failed(err error) {
-	if err != nil && s.onError != nil && !errors.Is(err, context.Canceled) {
+	var abort txAbort
+	if err != nil && s.onError != nil && !errors.Is(err, context.Canceled) && !errors.As(err, &abort) {
 		s.onError()
 	}
 }

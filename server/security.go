@@ -30,7 +30,7 @@ func (b *Broker) pgTLS() (*tls.Config, error) {
 		if len(c.PGSSLRootCert) > 0 {
 			b.log.Warn("PG_SSL_ROOT_CERT is set but PG_USE_SSL is not: the PostgreSQL connection is PLAINTEXT")
 		}
-		b.log.Info("config: postgres", "host", c.PGHost, "port", c.PGPort, "use_ssl", false, "ssl_trust", "plaintext")
+		b.log.Info("config: postgres", append(pgServer(c), "use_ssl", false, "ssl_trust", "plaintext")...)
 		return nil, nil
 	}
 	t := &tls.Config{ServerName: c.PGHost, MinVersion: tls.VersionTLS12}
@@ -48,8 +48,8 @@ func (b *Broker) pgTLS() (*tls.Config, error) {
 		t.InsecureSkipVerify, trust = true, "accept-any"
 		b.log.Warn("PostgreSQL TLS is encrypted but UNVERIFIED (PG_SSL_REJECT_UNAUTHORIZED=false): the server's certificate is not checked, so anyone on the path can impersonate the database; set PG_SSL_ROOT_CERT to the server's CA instead")
 	}
-	b.log.Info("config: postgres", "host", c.PGHost, "port", c.PGPort, "use_ssl", true,
-		"ssl_reject_unauthorized", c.PGSSLRejectUnauthorized, "ssl_trust", trust, "ssl_verified", !t.InsecureSkipVerify)
+	b.log.Info("config: postgres", append(pgServer(c), "use_ssl", true,
+		"ssl_reject_unauthorized", c.PGSSLRejectUnauthorized, "ssl_trust", trust, "ssl_verified", !t.InsecureSkipVerify)...)
 	return t, nil
 }
 

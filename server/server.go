@@ -51,6 +51,7 @@ type Broker struct {
 	spool   *spool.Spool
 	control *control
 	auth    *auth.Verifier // nil when JWT_ENABLED=false
+	obs     *observability // metrics.go
 
 	// Payload encryption, PostgreSQL TLS and the metrics listener (security.go).
 	sealKey   *seal.Key // nil without QUEEN_ENCRYPTION_KEY
@@ -95,6 +96,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	b.cfg = cfg
+	logSettings(cfg, log)
+	b.obs = newObservability(cfg, log)
 	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
 	if cfg.JWT.Enabled {
 		if b.auth, err = auth.New(ctx, cfg.JWT, log.With("subsystem", "auth")); err != nil {
@@ -129,7 +132,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		b.store.Close()
 		return nil, err
 	}
-	log.Info("database ready", "pool_size", cfg.DBPoolSize)
+	log.Info("database ready")
 
 	if b.spool, err = spool.Open(spool.Options{Dir: cfg.SpoolDir, Log: log.With("subsystem", "spool")}); err != nil {
 		return nil, fmt.Errorf("cannot open the spool in FILE_BUFFER_DIR %s: %w", cfg.SpoolDir, err)
@@ -143,11 +146,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	log.Info("maintenance flags loaded", "push", b.control.maint.Push(), "pop", b.control.maint.Pop())
 
-	b.push = fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes},
+	set := b.obs.tel.Set
+	b.push = fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes, Metrics: set, Op: "push"},
 		b.store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
-	b.ack = fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight},
+	b.ack = fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight, Metrics: set, Op: "ack"},
 		b.store.Ack, persistence.IsUnavailable)
-	set := metrics.NewSet()
 	ctl := b.control
 	b.actors = actors.Start(&actors.Deps{
 		Metrics:     set,
@@ -174,7 +177,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		Log:               log,
 	})
 	ctl.actors = b.actors
-	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "push_lanes", cfg.PushLanes, "ack_in_flight", cfg.AckInFlight)
 	if err = b.startMesh(set, opts.MeshListener); err != nil {
 		b.actors.Stop()
 		return nil, err
@@ -192,7 +194,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 
 	b.http = queenhttp.New(queenhttp.Deps{
-		Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Metrics: set,
+		Config: cfg, Store: b.store, Actors: b.actors, Ack: b.ack, Log: log, Version: Version, Telemetry: b.obs.tel,
 		Maintenance: ctl.maint, Control: ctl, Auth: b.auth,
 		PayloadKey: b.sealKey, EncryptedQueues: b.encQueues,
 	})
@@ -215,6 +217,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	b.jobs = startJobs(b.store, cfg, log, opts.jobRuns)
+	b.obs.start(b.store, b.spool, ctl, b.actors)
 	ctl.start()
 	if cfg.PprofAddr != "" {
 		b.pprof = startPprof(cfg.PprofAddr, log)
@@ -352,6 +355,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	}
 	b.actors.Stop()
 	b.jobs.stop()
+	b.obs.stop()
 	b.stopEncryption()
 	if cerr := b.spool.Close(); cerr != nil {
 		b.log.Error("cannot close the spool", "err", cerr)

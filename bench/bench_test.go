@@ -46,7 +46,7 @@ func requireVerified(t *testing.T, r *Result, err error) {
 	if !r.Verified {
 		t.Fatalf("%s: verification failed:\n%s", r.Label, strings.Join(r.Failures, "\n"))
 	}
-	if r.Scenario != "wake" && r.Messages == 0 {
+	if !r.latencyOnly() && r.Messages == 0 {
 		t.Fatalf("%s: no message measured: %+v", r.Label, r)
 	}
 	t.Logf("%s: %.0f msg/s, p50 %.1f ms, notes %q", r.Label, r.MsgPerSec, r.Latency.P50, r.Notes)
@@ -93,6 +93,21 @@ func TestWakeSmoke(t *testing.T) {
 	requireVerified(t, r, err)
 	if r.Latency.N != 5 {
 		t.Fatalf("wake: %d samples measured, want 5", r.Latency.N)
+	}
+}
+
+// A scrape of a broker with a few hundred queues, after its periodic read saw them.
+func TestScrapeSmoke(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	c := servertest.Start(t, db, map[string]string{"QUEEN_METRICS_REFRESH_MS": "200"})
+	tg := &Target{URL: c.Base, PGConn: db}
+	if err := tg.probe(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunScrape(ctx(t), tg, ScrapeConfig{Queues: 300, Scrapes: 5})
+	requireVerified(t, r, err)
+	if r.Latency.N != 5 {
+		t.Fatalf("scrape: %d scrapes measured, want 5", r.Latency.N)
 	}
 }
 

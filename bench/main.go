@@ -2,7 +2,7 @@
 //
 //	go run ./bench <scenario> [flags]
 //
-// Scenarios: ceiling, push, consume, mixed, wake, all. Without --url it builds ./cmd/queen and
+// Scenarios: ceiling, push, consume, mixed, wake, scrape, all. Without --url it builds ./cmd/queen and
 // runs it with a private PostgreSQL in a temporary directory, which also gives it the broker's
 // and PostgreSQL's CPU and memory. See usage below for the flags.
 package main
@@ -28,6 +28,7 @@ scenarios:
   consume   consumers draining a pre-filled queue: pop + ack/batch, or --autoack; --groups for fan-out
   mixed     push and consume at once on a fresh queue; reports the consumer lag
   wake      latency from a push's answer to the answer of a parked long-poll pop
+  scrape    time of one /metrics/prometheus scrape with --queues queues (--samples scrapes)
   all       the standard set, one table
 
 flags:
@@ -53,6 +54,7 @@ type options struct {
 	conns            int
 	consumers        int
 	messages         int
+	queues           int
 	groups           int
 	autoAck          bool
 	samples          int
@@ -111,7 +113,8 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&o.messages, "messages", 200000, "consume: messages pre-filled (fewer by default when --duration is short)")
 	fs.IntVar(&o.groups, "groups", 0, "consume, mixed: consumer groups (0: queue mode)")
 	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
-	fs.IntVar(&o.samples, "samples", 200, "wake: samples")
+	fs.IntVar(&o.samples, "samples", 200, "wake: samples; scrape: scrapes")
+	fs.IntVar(&o.queues, "queues", 10000, "scrape: queues created")
 	fs.IntVar(&o.rate, "rate", 0, "mixed: total push rate in msg/s (0: as fast as the broker takes it)")
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -127,7 +130,7 @@ func parseArgs(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	switch o.scenario {
-	case "ceiling", "push", "consume", "mixed", "wake", "all":
+	case "ceiling", "push", "consume", "mixed", "wake", "scrape", "all":
 	default:
 		fs.Usage()
 		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
@@ -135,7 +138,7 @@ func parseArgs(args []string) (*options, error) {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"batch", o.batch}, {"size", o.size}, {"partitions", o.partitions}, {"conns", o.conns}, {"consumers", o.consumers}, {"messages", o.messages}, {"samples", o.samples}} {
+	}{{"batch", o.batch}, {"size", o.size}, {"partitions", o.partitions}, {"conns", o.conns}, {"consumers", o.consumers}, {"messages", o.messages}, {"samples", o.samples}, {"queues", o.queues}} {
 		if v.n < 1 {
 			return nil, fmt.Errorf("--%s must be at least 1", v.name)
 		}
@@ -144,7 +147,7 @@ func parseArgs(args []string) (*options, error) {
 		return nil, errors.New("--groups, --duration and --warmup cannot be negative, --duration not zero")
 	}
 	if o.scenario == "all" {
-		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples"} {
+		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples", "queues"} {
 			if o.set[f] {
 				return nil, fmt.Errorf("--%s does not apply to all, which runs the standard set; run the scenario on its own", f)
 			}
@@ -188,6 +191,7 @@ func (o *options) jobs() []job {
 	mixed := MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.intOr("conns", o.conns, 8),
 		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
 	wake := WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
+	scrape := ScrapeConfig{Queues: o.queues, Scrapes: o.samples}
 
 	ceilingJob := func(c CeilingConfig) job {
 		return job{"ceiling", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunCeiling(ctx, t, c) }}
@@ -216,6 +220,8 @@ func (o *options) jobs() []job {
 		return []job{mixedJob(mixed)}
 	case "wake":
 		return []job{wakeJob(wake)}
+	case "scrape":
+		return []job{{"scrape", scrape.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunScrape(ctx, t, scrape) }}}
 	}
 	// all: the standard set. The pre-fills are sized so that consumers at the targets
 	// (22k msg/s pop+ack, 40k autoAck) are measured for most of the window instead of
@@ -374,18 +380,18 @@ func printLine(r *Result) {
 	if !r.Verified {
 		status = "FAILED"
 	}
-	if r.Scenario == "wake" {
+	if r.latencyOnly() {
 		fmt.Printf("%-44s p50 %.1f ms  p99 %.1f ms  %s\n", r.Label, r.Latency.P50, r.Latency.P99, status)
 		return
 	}
 	fmt.Printf("%-44s %9s msg/s  p50 %.1f ms  p99 %.1f ms  %s\n", r.Label, fmtRate(r.MsgPerSec), r.Latency.P50, r.Latency.P99, status)
 }
 
-// compare averages each broker's rounds: msg/s, or p50 latency for wake.
+// compare averages each broker's rounds: msg/s, or p50 latency for wake and scrape.
 func compare(j job, a, b []*Result) Comparison {
 	metric := func(r *Result) float64 { return r.MsgPerSec }
 	name := "msg/s"
-	if j.name == "wake" {
+	if j.name == "wake" || j.name == "scrape" {
 		metric, name = func(r *Result) float64 { return r.Latency.P50 }, "p50 ms"
 	}
 	mean := func(rs []*Result) float64 {

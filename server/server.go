@@ -216,8 +216,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		b.store.Close()
 		return nil, err
 	}
-	b.jobs = startJobs(b.store, cfg, log, opts.jobRuns)
 	b.obs.start(b.store, b.spool, ctl, b.actors)
+	b.jobs = startJobs(b.store, cfg, log, opts.jobRuns)
 	ctl.start()
 	if cfg.PprofAddr != "" {
 		b.pprof = startPprof(cfg.PprofAddr, log)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"queen/fusion"
 	"queen/persistence"
 	"queen/spool"
+	"queen/telemetry"
 )
 
 // WaitOptions is the re-check schedule of parked pops: the floor under which a lost wake-up
@@ -186,11 +186,7 @@ func (a *queueActor) queueKnown(exists bool) {
 	if a.gauge == nil {
 		// A tenant's queue (tenancy) is labelled with the name its tenant knows and a tenant
 		// label: the stored name never reaches the metrics.
-		labels := `queue="` + labelValue(a.name.Name) + `"`
-		if a.name.Tenant != "" {
-			labels += `,tenant="` + labelValue(a.name.Tenant) + `"`
-		}
-		a.gaugeName = `queen_queue_parked_consumers{` + labels + `}`
+		a.gaugeName = `queen_queue_parked_consumers{` + telemetry.QueueLabels(a.name) + `}`
 		a.gauge = a.deps.Metrics.GetOrCreateGauge(a.gaugeName, nil)
 	}
 	a.gauge.Set(float64(a.parked))
@@ -221,11 +217,6 @@ func (a *queueActor) setParked(d int) {
 	if a.gauge != nil {
 		a.gauge.Set(float64(a.parked))
 	}
-}
-
-// labelValue escapes a queue name for a Prometheus label value.
-func labelValue(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
 
 // push stores a push in PostgreSQL, or in the disk spool when push maintenance is on, when

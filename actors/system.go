@@ -10,6 +10,7 @@ import (
 type System struct {
 	sys    *actor.ActorSystem
 	router *actor.PID
+	wide   *brokerWide
 }
 
 // Start creates the actor system.
@@ -20,8 +21,11 @@ func Start(deps *Deps) *System {
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &router{deps: deps, wide: wide, children: map[persistence.QueueName]*child{}}
 	}))
-	return &System{sys: sys, router: pid}
+	return &System{sys: sys, router: pid, wide: wide}
 }
+
+// Parked is the number of long-polls parked on this broker (the rates log line).
+func (s *System) Parked() int64 { return s.wide.parked.Load() }
 
 // Push hands a push of one queue to its actor; the answer arrives on req.Reply.
 func (s *System) Push(req *PushRequest) { s.sys.Root.Send(s.router, req) }

@@ -49,7 +49,7 @@ func requireVerified(t *testing.T, r *Result, err error) {
 	if !r.Verified {
 		t.Fatalf("%s: verification failed:\n%s", r.Label, strings.Join(r.Failures, "\n"))
 	}
-	if r.Scenario != "wake" && r.Messages == 0 {
+	if !r.latencyOnly() && r.Messages == 0 {
 		t.Fatalf("%s: no message measured: %+v", r.Label, r)
 	}
 	t.Logf("%s: %.0f msg/s, p50 %.1f ms, notes %q", r.Label, r.MsgPerSec, r.Latency.P50, r.Notes)
@@ -130,6 +130,21 @@ func TestOutageSmoke(t *testing.T) {
 	requireVerified(t, r, err)
 	if len(r.Intervals) != 5 || r.Drain == nil || r.Drain.Records == 0 {
 		t.Fatalf("outage: %d intervals, drain %+v; want 5 intervals and a spool drained after the outage", len(r.Intervals), r.Drain)
+	}
+}
+
+// A scrape of a broker with a few hundred queues, after its periodic read saw them.
+func TestScrapeSmoke(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	c := servertest.Start(t, db, func(c *config.Config) { c.MetricsRefresh = 200 * time.Millisecond })
+	tg := &Target{URL: c.Base, PGConn: db}
+	if err := tg.probe(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunScrape(ctx(t), tg, ScrapeConfig{Queues: 300, Scrapes: 5})
+	requireVerified(t, r, err)
+	if r.Latency.N != 5 {
+		t.Fatalf("scrape: %d scrapes measured, want 5", r.Latency.N)
 	}
 }
 

@@ -2,7 +2,7 @@
 //
 //	go run ./bench <scenario> [flags]
 //
-// Scenarios: ceiling, push, consume, mixed, wake, outage, all. Without --url it builds
+// Scenarios: ceiling, push, consume, mixed, wake, outage, scrape, all. Without --url it builds
 // ./cmd/queen and runs it with a private PostgreSQL in a temporary directory, which also gives
 // it the broker's and PostgreSQL's CPU and memory. See usage below for the flags.
 package main
@@ -30,6 +30,7 @@ scenarios:
   wake      latency from a push's answer to the answer of a parked long-poll pop
   outage    push while PostgreSQL is stopped for most of --duration (disk spool), reported per
             --every; then the spool's drain once it is back (needs the bench's own broker)
+  scrape    time of one /metrics/prometheus scrape with --queues queues (--samples scrapes)
   all       the standard set, one table
 
 flags:
@@ -55,6 +56,7 @@ type options struct {
 	conns            int
 	consumers        int
 	messages         int
+	queues           int
 	groups           int
 	autoAck          bool
 	samples          int
@@ -114,7 +116,8 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&o.messages, "messages", 200000, "consume: messages pre-filled (fewer by default when --duration is short)")
 	fs.IntVar(&o.groups, "groups", 0, "consume, mixed: consumer groups (0: queue mode)")
 	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
-	fs.IntVar(&o.samples, "samples", 200, "wake: samples")
+	fs.IntVar(&o.samples, "samples", 200, "wake: samples; scrape: scrapes")
+	fs.IntVar(&o.queues, "queues", 10000, "scrape: queues created")
 	fs.IntVar(&o.rate, "rate", 0, "mixed: total push rate in msg/s (0: as fast as the broker takes it)")
 	fs.DurationVar(&o.every, "every", time.Minute, "outage: reporting interval")
 
@@ -131,7 +134,7 @@ func parseArgs(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	switch o.scenario {
-	case "ceiling", "push", "consume", "mixed", "wake", "outage", "all":
+	case "ceiling", "push", "consume", "mixed", "wake", "outage", "scrape", "all":
 	default:
 		fs.Usage()
 		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
@@ -139,7 +142,7 @@ func parseArgs(args []string) (*options, error) {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"batch", o.batch}, {"size", o.size}, {"partitions", o.partitions}, {"conns", o.conns}, {"consumers", o.consumers}, {"messages", o.messages}, {"samples", o.samples}} {
+	}{{"batch", o.batch}, {"size", o.size}, {"partitions", o.partitions}, {"conns", o.conns}, {"consumers", o.consumers}, {"messages", o.messages}, {"samples", o.samples}, {"queues", o.queues}} {
 		if v.n < 1 {
 			return nil, fmt.Errorf("--%s must be at least 1", v.name)
 		}
@@ -151,7 +154,7 @@ func parseArgs(args []string) (*options, error) {
 		return nil, errors.New("outage stops and starts the PostgreSQL behind the broker: it runs only on the broker the bench starts (no --url, no --vs)")
 	}
 	if o.scenario == "all" {
-		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples"} {
+		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples", "queues"} {
 			if o.set[f] {
 				return nil, fmt.Errorf("--%s does not apply to all, which runs the standard set; run the scenario on its own", f)
 			}
@@ -198,6 +201,7 @@ func (o *options) jobs() []job {
 	// The figures of the issue it answers: 8 connections, 10 messages per request.
 	outage := OutageConfig{Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
 		Conns: o.intOr("conns", o.conns, 8), Duration: o.duration, Every: o.every}
+	scrape := ScrapeConfig{Queues: o.queues, Scrapes: o.samples}
 
 	ceilingJob := func(c CeilingConfig) job {
 		return job{"ceiling", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunCeiling(ctx, t, c) }}
@@ -231,6 +235,8 @@ func (o *options) jobs() []job {
 		return []job{wakeJob(wake)}
 	case "outage":
 		return []job{outageJob(outage)}
+	case "scrape":
+		return []job{{"scrape", scrape.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunScrape(ctx, t, scrape) }}}
 	}
 	// all: the issue's standard set. The pre-fills are sized so that consumers at the targets
 	// (22k msg/s pop+ack, 40k autoAck) are measured for most of the window instead of
@@ -389,18 +395,18 @@ func printLine(r *Result) {
 	if !r.Verified {
 		status = "FAILED"
 	}
-	if r.Scenario == "wake" {
+	if r.latencyOnly() {
 		fmt.Printf("%-44s p50 %.1f ms  p99 %.1f ms  %s\n", r.Label, r.Latency.P50, r.Latency.P99, status)
 		return
 	}
 	fmt.Printf("%-44s %9s msg/s  p50 %.1f ms  p99 %.1f ms  %s\n", r.Label, fmtRate(r.MsgPerSec), r.Latency.P50, r.Latency.P99, status)
 }
 
-// compare averages each broker's rounds: msg/s, or p50 latency for wake.
+// compare averages each broker's rounds: msg/s, or p50 latency for wake and scrape.
 func compare(j job, a, b []*Result) Comparison {
 	metric := func(r *Result) float64 { return r.MsgPerSec }
 	name := "msg/s"
-	if j.name == "wake" {
+	if j.name == "wake" || j.name == "scrape" {
 		metric, name = func(r *Result) float64 { return r.Latency.P50 }, "p50 ms"
 	}
 	mean := func(rs []*Result) float64 {

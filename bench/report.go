@@ -16,7 +16,7 @@ import (
 
 // Result is one scenario run against one broker.
 type Result struct {
-	Scenario string  `json:"scenario"` // ceiling, push, consume, fan-out, mixed, wake, outage
+	Scenario string  `json:"scenario"` // ceiling, push, consume, fan-out, mixed, wake, outage, scrape
 	Label    string  `json:"label"`    // scenario and its parameters, as in the table
 	Target   string  `json:"target"`   // A, or B for the --vs broker
 	URL      string  `json:"url,omitempty"`
@@ -57,6 +57,9 @@ type Result struct {
 func newResult(scenario, label string, t *Target, cfg any) *Result {
 	return &Result{Scenario: scenario, Label: label, URL: t.URL, Config: cfg}
 }
+
+// latencyOnly reports a scenario measured by latency alone, without a message rate.
+func (r *Result) latencyOnly() bool { return r.Scenario == "wake" || r.Scenario == "scrape" }
 
 func (r *Result) fail(msgs ...string) { r.Failures = append(r.Failures, msgs...) }
 
@@ -316,7 +319,7 @@ func printTable(out io.Writer, rep *Report) {
 			fmt.Sprint(r.Errors.HTTP + r.Errors.Transport + r.Errors.Items),
 			fmtOpt(r.BrokerCPU, "%.2f"), rss, fmtOpt(r.PGCPU, "%.2f"), fmtOpt(r.BenchCPU, "%.2f"),
 			fmtOpt(r.CeilingRatio, "%.3f"), verified}
-		if r.Scenario == "wake" {
+		if r.latencyOnly() {
 			row[1], row[2] = "-", "-"
 		}
 		if multi {

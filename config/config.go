@@ -38,6 +38,14 @@ type Config struct {
 	// MetricsBindAddr (QUEEN_METRICS_BIND_ADDR, host:port): when set, /metrics and
 	// /metrics/prometheus are served there and not on the main listener.
 	MetricsBindAddr string
+	// MetricsRefresh (QUEEN_METRICS_REFRESH_MS, 0: off) is the period of the one database read
+	// behind the per-queue, per-group and cluster-wide series (server/metrics.go).
+	MetricsRefresh time.Duration
+	// MetricsMaxSeries (QUEEN_METRICS_MAX_SERIES) caps the queues, and separately the (consumer
+	// group, queue) pairs, that get series of their own.
+	MetricsMaxSeries int
+	// LogRates (QUEEN_LOG_RATES_MS, 0: off) is the period of the rates log line.
+	LogRates time.Duration
 
 	// PostgreSQL. When PGHost is empty the broker runs its own PostgreSQL under DataDir.
 	PGHost        string
@@ -125,6 +133,10 @@ func Load(getenv func(string) string) (Config, error) {
 		MaxRequestItems: r.intIn(10000, 1, 1000000, "QUEEN_MAX_ITEMS_PER_REQUEST"),
 
 		MaxConnections: r.intIn(10000, 1, 1<<20, "QUEEN_MAX_CONNECTIONS"),
+
+		MetricsRefresh:   r.period(10000, 100, "QUEEN_METRICS_REFRESH_MS"),
+		MetricsMaxSeries: r.intIn(10000, 0, 1000000, "QUEEN_METRICS_MAX_SERIES"),
+		LogRates:         r.period(10000, 1000, "QUEEN_LOG_RATES_MS"),
 
 		PGHost:        r.str("", "PG_HOST"),
 		PGPort:        r.intIn(5432, 1, 65535, "PG_PORT"),
@@ -250,6 +262,17 @@ func (r *reader) int64In(def, min, max int64, names ...string) int64 {
 
 func (r *reader) millis(def int, names ...string) time.Duration {
 	return time.Duration(r.intIn(def, 0, 24*3600*1000, names...)) * time.Millisecond
+}
+
+// period reads milliseconds of a periodic task: 0 turns it off, anything else must be at least
+// floor (a shorter period would cost more than it tells).
+func (r *reader) period(def, floor int, name string) time.Duration {
+	d := r.millis(def, name)
+	if d != 0 && d < time.Duration(floor)*time.Millisecond {
+		r.fail(name, r.getenv(name), fmt.Sprintf("must be 0 (off) or at least %d", floor))
+		return time.Duration(def) * time.Millisecond
+	}
+	return d
 }
 
 func (r *reader) float(def float64, names ...string) float64 {

@@ -96,3 +96,31 @@ func TestSpoolMaxBytes(t *testing.T) {
 		t.Errorf("FILE_BUFFER_MAX_BYTES=-1: %v; want an error naming the variable", err)
 	}
 }
+
+// The observability settings: the periodic read and the rates line are on by default, 0 turns
+// them off, a period under the floor or a malformed value stops the boot naming the variable.
+func TestObservabilitySettings(t *testing.T) {
+	c, err := Load(env(nil))
+	if err != nil || c.MetricsRefresh != 10*time.Second || c.MetricsMaxSeries != 10000 || c.LogRates != 10*time.Second {
+		t.Fatalf("defaults: %v %v %d %v", err, c.MetricsRefresh, c.MetricsMaxSeries, c.LogRates)
+	}
+	c, err = Load(env(map[string]string{"QUEEN_METRICS_REFRESH_MS": "0", "QUEEN_METRICS_MAX_SERIES": "0", "QUEEN_LOG_RATES_MS": "0"}))
+	if err != nil || c.MetricsRefresh != 0 || c.MetricsMaxSeries != 0 || c.LogRates != 0 {
+		t.Fatalf("off: %v %v %d %v", err, c.MetricsRefresh, c.MetricsMaxSeries, c.LogRates)
+	}
+	c, err = Load(env(map[string]string{"QUEEN_METRICS_REFRESH_MS": "250", "QUEEN_LOG_RATES_MS": "1000"}))
+	if err != nil || c.MetricsRefresh != 250*time.Millisecond || c.LogRates != time.Second {
+		t.Fatalf("set: %v %v %v", err, c.MetricsRefresh, c.LogRates)
+	}
+	for name, values := range map[string][]string{
+		"QUEEN_METRICS_REFRESH_MS": {"99", "-1", "10s"},
+		"QUEEN_METRICS_MAX_SERIES": {"-1", "many", "1000001"},
+		"QUEEN_LOG_RATES_MS":       {"999", "1", "x"},
+	} {
+		for _, v := range values {
+			if _, err := Load(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%s: want an error naming the variable, got %v", name, v, err)
+			}
+		}
+	}
+}

@@ -17,7 +17,7 @@ type Lanes[I, R any] struct {
 func NewLanes[I, R any](o Options, exec Exec[I, R], unavailable func(error) bool, key func(I) uint32) *Lanes[I, R] {
 	l := &Lanes[I, R]{lanes: make([]*Batcher[Job[I, R]], max(o.InFlight, 1)), key: key}
 	for i := range l.lanes {
-		l.lanes[i] = New(Options{MaxItems: o.MaxItems, InFlight: 1}, exec, unavailable)
+		l.lanes[i] = New(Options{MaxItems: o.MaxItems, InFlight: 1, Metrics: o.Metrics, Op: o.Op}, exec, unavailable)
 	}
 	return l
 }

@@ -69,7 +69,7 @@ func TestRouteTableLevels(t *testing.T) {
 		seen[key] = true
 		var want auth.Level = -1
 		switch {
-		case r.Path == "/health", strings.HasPrefix(r.Path, "/metrics"), r.Path == "/", strings.HasPrefix(r.Path, "/assets/"),
+		case r.Path == "/health", r.Path == "/status", strings.HasPrefix(r.Path, "/metrics"), r.Path == "/", strings.HasPrefix(r.Path, "/assets/"),
 			strings.HasPrefix(r.Path, "/favicon"), strings.HasPrefix(r.Path, "/auth/"):
 			want = auth.Public
 		case r.Path == "/api/v1/push":

@@ -13,6 +13,7 @@ import (
 	"queen/fusion"
 	"queen/persistence"
 	"queen/spool"
+	"queen/telemetry"
 )
 
 // timeFormat renders timestamps as the clients expect: UTC, microseconds, a literal Z.
@@ -73,7 +74,14 @@ func jsonString(s *string) json.RawMessage {
 	return b
 }
 
+// measure counts a request of op that started at start (deferred by the handlers, so the
+// count is in before the answer leaves).
+func (s *Server) measure(op telemetry.Op, start time.Time) {
+	s.Telemetry.Request(op, time.Since(start))
+}
+
 func (s *Server) push(ctx *fasthttp.RequestCtx) {
+	defer s.measure(telemetry.Push, time.Now())
 	items, err := decodePush(ctx.PostBody())
 	if err != nil {
 		writeError(ctx, err)
@@ -157,6 +165,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 			return nil, 0, err
 		case rep.Buffered:
 			status = max(status, fasthttp.StatusCreated)
+			s.Telemetry.Pushed(q, len(sl.idx))
 			for _, i := range sl.idx {
 				out[i].Status, out[i].Queue, out[i].Partition = "buffered", items[i].Queue.Name, items[i].Partition
 				out[i].TransactionIDCamel = items[i].TransactionID
@@ -164,7 +173,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 			continue
 		case errors.Is(rep.Err, spool.ErrFull):
 			// Counted here, logged by the spool (once per interval, not once per push).
-			s.Metrics.GetOrCreateCounter("queen_spool_full_refused_messages_total").Add(len(sl.idx))
+			s.Telemetry.Set.GetOrCreateCounter("queen_spool_full_refused_messages_total").Add(len(sl.idx))
 			return nil, 0, errSpoolFull
 		case rep.Err != nil && rep.Results == nil && s.Maintenance.Push():
 			// Push maintenance and the spool refused the write.
@@ -177,6 +186,7 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 		case rep.Err != nil:
 			return nil, 0, rep.Err
 		}
+		stored := 0
 		for k, r := range rep.Results {
 			i := sl.idx[k]
 			out[i].Status = string(r.Status)
@@ -186,11 +196,13 @@ func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
 			}
 			out[i].MessageID = r.MessageID.String()
 			if r.Status == persistence.StatusQueued {
+				stored++
 				pid := r.PartitionID.String()
 				out[i].PartitionID = jsonString(&pid)
 				out[i].TraceID = jsonString(uuidText(items[i].TraceID))
 			}
 		}
+		s.Telemetry.Pushed(q, stored)
 	}
 	return out, status, nil
 }
@@ -308,10 +320,15 @@ func boolParam(args *fasthttp.Args, name string, def bool) (bool, error) {
 }
 
 func (s *Server) pop(ctx *fasthttp.RequestCtx) {
+	start, op := time.Now(), telemetry.Pop
+	defer func() { s.measure(op, start) }()
 	req, wait, timeout, err := s.popParams(ctx, pathParam(ctx, "partition"))
 	if err != nil {
 		writeError(ctx, err)
 		return
+	}
+	if wait {
+		op = telemetry.PopWait
 	}
 	queue := pathParam(ctx, "queue")
 	if err := checkLen(queue, "queue"); err != nil {
@@ -331,6 +348,7 @@ func (s *Server) pop(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	s.Telemetry.Popped(req.Queue, len(rep.Result.Messages))
 	writePop(ctx, req, rep)
 }
 
@@ -396,6 +414,8 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 // namespace and/or task (highest priority first) that has messages. A long-poll then parks on
 // every matching queue's actor, like a queue pop, until one of them delivers.
 func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
+	start, op := time.Now(), telemetry.Pop
+	defer func() { s.measure(op, start) }()
 	args := ctx.QueryArgs()
 	ns, task := string(args.Peek("namespace")), string(args.Peek("task"))
 	if ns == "" && task == "" {
@@ -406,6 +426,9 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 	if err != nil {
 		writeError(ctx, err)
 		return
+	}
+	if wait {
+		op = telemetry.PopWait
 	}
 	deadline := time.Now().Add(timeout)
 	c, cancel := s.dbContext()
@@ -430,6 +453,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
+	s.Telemetry.Popped(rep.Queue, len(rep.Result.Messages))
 	if len(rep.Result.Messages) == 0 {
 		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(persistence.PopNoPartition), Messages: []popMessageJSON{}})
 		return
@@ -490,6 +514,7 @@ type ackResultJSON struct {
 }
 
 func (s *Server) ack(ctx *fasthttp.RequestCtx) {
+	defer s.measure(telemetry.Ack, time.Now())
 	var raw ackJSON
 	if err := parseBody(ctx.PostBody(), &raw); err != nil {
 		writeError(ctx, err)
@@ -504,6 +529,7 @@ func (s *Server) ack(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) ackBatch(ctx *fasthttp.RequestCtx) {
+	defer s.measure(telemetry.Ack, time.Now())
 	items, err := decodeAckBatch(ctx.PostBody())
 	if err != nil {
 		writeError(ctx, err)
@@ -540,6 +566,9 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 	out := make([]ackResultJSON, len(items))
 	for i, r := range rep.res {
 		out[i] = ackResult(i, items[i].TransactionID, r)
+		if r.Success {
+			s.Telemetry.Acked(r.Queue, r.DLQ)
+		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
@@ -582,6 +611,7 @@ type txJSON struct {
 }
 
 func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
+	defer s.measure(telemetry.Transaction, time.Now())
 	decoded, err := decodeTransaction(ctx.PostBody())
 	if err != nil {
 		writeError(ctx, err)
@@ -641,6 +671,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if out.Success {
+		s.countTransaction(ops, results)
 		// Unlike the reference, transactional pushes wake parked pops too.
 		for _, op := range ops {
 			for _, it := range op.Push {
@@ -649,6 +680,21 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// countTransaction counts the messages a committed transaction stored and the
+// acknowledgements it applied.
+func (s *Server) countTransaction(ops []persistence.TxOp, results []persistence.TxOpResult) {
+	for i, r := range results {
+		if r.Ack != nil && r.Ack.Success {
+			s.Telemetry.Acked(r.Ack.Queue, r.Ack.DLQ)
+		}
+		for j, p := range r.Push {
+			if p.Status == persistence.StatusQueued {
+				s.Telemetry.Pushed(ops[i].Push[j].Queue, 1)
+			}
+		}
+	}
 }
 
 type leaseJSON struct {

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
@@ -23,6 +22,7 @@ import (
 	"queen/fusion"
 	"queen/persistence"
 	"queen/seal"
+	"queen/telemetry"
 )
 
 // Deps is what the handlers use.
@@ -33,7 +33,9 @@ type Deps struct {
 	Ack     *fusion.Batcher[fusion.Job[persistence.AckItem, persistence.AckResult]]
 	Log     *slog.Logger
 	Version string
-	Metrics *metrics.Set // this broker's own series (several brokers can share a process in tests)
+	// Telemetry counts the requests and writes the metrics pages (several brokers can share
+	// a process in tests: each has its own).
+	Telemetry *telemetry.Broker
 
 	Maintenance *actors.Maintenance
 	Control     Control
@@ -152,6 +154,7 @@ func New(d Deps) *Server {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET", "/health", public, s.health},
+		{"GET", "/status", public, s.status},
 		{"GET", "/metrics", public, s.metricsJSON},
 		{"GET", "/metrics/prometheus", public, s.metricsPrometheus},
 

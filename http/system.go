@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
+
+	"queen/telemetry"
 )
 
 type healthJSON struct {
@@ -29,31 +30,75 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, status, h)
 }
 
-type metricsJSONBody struct {
-	Database struct {
-		IdleConnections int32 `json:"idleConnections"`
-		PoolSize        int32 `json:"poolSize"`
-		WaitingRequests int64 `json:"waitingRequests"`
-	} `json:"database"`
-	Uptime float64 `json:"uptime"`
+// statusJSON is the answer of GET /status.
+type statusJSON struct {
+	Server   string  `json:"server"`
+	ServerID string  `json:"server_id"`
+	Status   string  `json:"status"`
+	Uptime   float64 `json:"uptime"`
+	Version  string  `json:"version"`
 }
 
-var started = time.Now()
+// status is the liveness probe: it answers from the process alone, never asking PostgreSQL,
+// so an outage of the database (which the spool rides out) does not get the broker
+// restarted. /health is the readiness probe.
+func (s *Server) status(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, fasthttp.StatusOK, statusJSON{
+		Server: "Queen Go broker", ServerID: s.Config.ServerID, Status: "ok",
+		Uptime: s.Telemetry.Uptime().Seconds(), Version: s.Version,
+	})
+}
 
-// metricsJSON is the small JSON summary the SDKs call; Prometheus gets the full set.
+// countJSON is a count since the start and its rate per second over the last rates window.
+type countJSON struct {
+	Total int64   `json:"total"`
+	Rate  float64 `json:"rate"`
+}
+
+// metricsJSONBody is GET /metrics, in the reference broker's shape (Node's process figures:
+// external and arrayBuffers have no Go counterpart and stay 0).
+type metricsJSONBody struct {
+	Uptime   float64   `json:"uptime"`
+	Requests countJSON `json:"requests"`
+	Messages countJSON `json:"messages"`
+	Database struct {
+		PoolSize        int32 `json:"poolSize"`
+		IdleConnections int32 `json:"idleConnections"`
+		// WaitingRequests is the mean number of callers that waited for a connection over
+		// the last rates window.
+		WaitingRequests float64 `json:"waitingRequests"`
+	} `json:"database"`
+	Memory struct {
+		RSS          int64  `json:"rss"`
+		HeapTotal    uint64 `json:"heapTotal"`
+		HeapUsed     uint64 `json:"heapUsed"`
+		External     int    `json:"external"`
+		ArrayBuffers int    `json:"arrayBuffers"`
+	} `json:"memory"`
+	CPU struct {
+		User   int64 `json:"user"`   // microseconds
+		System int64 `json:"system"` // microseconds
+	} `json:"cpu"`
+}
+
+// metricsJSON is the JSON summary the SDKs call; Prometheus gets the full set.
 func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
+	t := s.Telemetry
+	rates := t.Rates()
 	var m metricsJSONBody
+	m.Uptime = t.Uptime().Seconds()
+	m.Requests = countJSON{Total: t.RequestsTotal(), Rate: rates.Requests()}
+	m.Messages = countJSON{Total: t.MessagesTotal(), Rate: rates.Messages()}
 	st := s.Store.PoolStats()
-	m.Database.IdleConnections = st.Idle
-	m.Database.PoolSize = st.Max
-	m.Database.WaitingRequests = st.EmptyAcquires
-	m.Uptime = time.Since(started).Seconds()
+	m.Database.PoolSize, m.Database.IdleConnections, m.Database.WaitingRequests = st.Max, st.Idle, rates.PoolWaiting
+	p := telemetry.ReadProcess()
+	m.Memory.RSS, m.Memory.HeapTotal, m.Memory.HeapUsed = p.RSS, p.HeapTotal, p.HeapUsed
+	m.CPU.User, m.CPU.System = p.CPUUser.Microseconds(), p.CPUSystem.Microseconds()
 	writeJSON(ctx, fasthttp.StatusOK, m)
 }
 
 func (s *Server) metricsPrometheus(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	metrics.WriteProcessMetrics(ctx)
-	s.Metrics.WritePrometheus(ctx)
+	s.Telemetry.WritePrometheus(ctx)
 }

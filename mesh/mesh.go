@@ -110,6 +110,7 @@ func New(cfg Config) (*Mesh, error) {
 		lastSeen:    map[string]*atomic.Int64{},
 	}
 	m.stats.register(cfg.Metrics)
+	m.registerPeers()
 	m.sys = actors.NewActorSystem(log)
 
 	if len(cfg.Secret) == 0 {
@@ -174,6 +175,7 @@ func (m *Mesh) Close() {
 		}
 		m.wg.Wait()
 		m.sys.Shutdown()
+		m.unregisterPeers()
 		m.log.Info("mesh stopped")
 	})
 }

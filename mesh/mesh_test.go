@@ -263,6 +263,11 @@ func TestMeshHeartbeatsKeepPeersAlive(t *testing.T) {
 	if p := peerStats(a.m, "b"); !p.Alive {
 		t.Fatalf("b reported dead: %+v", p)
 	}
+	for _, want := range []string{`queen_servers{state="alive"} 1`, `queen_servers{state="dead"} 1`} {
+		if got := a.metric(want[:len(want)-2]); got != want {
+			t.Errorf("metric line %q, want %q", got, want)
+		}
+	}
 }
 
 func TestMeshReconnectsToRestartedNode(t *testing.T) {

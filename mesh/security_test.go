@@ -217,7 +217,7 @@ func TestForgedFrameIsRefused(t *testing.T) {
 		})
 	}
 	n.log.contains(t, "mesh connection refused: frame authentication failed")
-	if got := n.metric("queen_mesh_mac_failures_total"); got != "queen_mesh_mac_failures_total 5" {
+	if got := n.metric(`queen_mesh_refused_total{reason="mac"}`); got != `queen_mesh_refused_total{reason="mac"} 5` {
 		t.Fatalf("metric line %q", got)
 	}
 	if s := n.m.Stats(); s.SequenceRejections != 0 || s.HandshakeFailures != 0 {
@@ -419,7 +419,7 @@ func TestHandshakeFloodLogIsBounded(t *testing.T) {
 	flood(t, n.m.Addr(), conns, fromOneHost)
 	// Each flood connection ends as one handshake failure: refused at once, or timed out.
 	waitFor(t, "every flood connection counted", func() bool { return n.m.Stats().HandshakeFailures == conns })
-	if got := n.metric("queen_mesh_handshake_failures_total"); got != fmt.Sprint("queen_mesh_handshake_failures_total ", conns) {
+	if got := n.metric(`queen_mesh_refused_total{reason="handshake"}`); got != fmt.Sprint(`queen_mesh_refused_total{reason="handshake"} `, conns) {
 		t.Fatalf("metric line %q", got)
 	}
 	var lines []string

@@ -49,16 +49,51 @@ func (c *counters) register(set *metrics.Set) {
 		return
 	}
 	for name, ctr := range map[string]*counter{
-		"queen_mesh_frames_sent_total":         &c.sent,
-		"queen_mesh_frames_received_total":     &c.received,
-		"queen_mesh_frames_dropped_total":      &c.dropped,
-		"queen_mesh_handshake_failures_total":  &c.handshakeFailures,
-		"queen_mesh_mac_failures_total":        &c.macFailures,
-		"queen_mesh_sequence_rejections_total": &c.sequenceRejections,
-		"queen_mesh_oversized_frames_total":    &c.oversized,
+		// The reference broker's family for the frames a broker exchanges with its peers.
+		`queen_transport_messages_total{dir="sent"}`:     &c.sent,
+		`queen_transport_messages_total{dir="received"}`: &c.received,
+		`queen_transport_messages_total{dir="dropped"}`:  &c.dropped,
+		// Connections refused at the handshake, and frames refused on an open session.
+		`queen_mesh_refused_total{reason="handshake"}`: &c.handshakeFailures,
+		`queen_mesh_refused_total{reason="mac"}`:       &c.macFailures,
+		`queen_mesh_refused_total{reason="sequence"}`:  &c.sequenceRejections,
+		`queen_mesh_refused_total{reason="oversized"}`: &c.oversized,
 	} {
 		// GetOrCreate, not New: a mesh restarted in the same process shares the series.
 		ctr.c = set.GetOrCreateCounter(name)
+	}
+}
+
+// peerGauges are the names of the peer liveness gauges (the reference broker's family).
+var peerGauges = [2]string{`queen_servers{state="alive"}`, `queen_servers{state="dead"}`}
+
+// registerPeers exposes how many peers are alive and dead (by the frames received from them),
+// read from Stats at each scrape; unregisterPeers takes them away when the mesh closes, so a
+// mesh started later in the same set reports its own peers.
+func (m *Mesh) registerPeers() {
+	if m.cfg.Metrics == nil {
+		return
+	}
+	for i, name := range peerGauges {
+		alive := i == 0
+		m.cfg.Metrics.GetOrCreateGauge(name, func() float64 {
+			n := 0
+			for _, p := range m.Stats().Peers {
+				if p.Alive == alive {
+					n++
+				}
+			}
+			return float64(n)
+		})
+	}
+}
+
+func (m *Mesh) unregisterPeers() {
+	if m.cfg.Metrics == nil {
+		return
+	}
+	for _, name := range peerGauges {
+		m.cfg.Metrics.UnregisterMetric(name)
 	}
 }
 

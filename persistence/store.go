@@ -25,6 +25,9 @@ const QueueMode = "__QUEUE_MODE__"
 type Store struct {
 	pool   *pgxpool.Pool
 	sealer PayloadSealer // nil without QUEEN_ENCRYPTION_KEY; see encryption.go
+	// onError is told of every failed transaction attempt (the database errors of the
+	// metrics); nil: nobody listens.
+	onError func()
 }
 
 // NewStore wraps an open pool (tests; the broker opens its store with Open).
@@ -39,14 +42,33 @@ func (s *Store) Close() { s.pool.Close() }
 // PoolStats is a snapshot of the connection pool for the metrics routes.
 type PoolStats struct {
 	Idle          int32 // connections open and unused
+	Acquired      int32 // connections in use
 	Max           int32 // the pool's size
 	EmptyAcquires int64 // acquisitions that had to wait for a connection, since the start
+	// EmptyAcquireWait is the time those acquisitions waited, summed: its growth over a
+	// window divided by the window is the mean number of callers waiting.
+	EmptyAcquireWait time.Duration
 }
 
 // PoolStats reports the pool's state.
 func (s *Store) PoolStats() PoolStats {
 	st := s.pool.Stat()
-	return PoolStats{Idle: st.IdleConns(), Max: st.MaxConns(), EmptyAcquires: st.EmptyAcquireCount()}
+	return PoolStats{Idle: st.IdleConns(), Acquired: st.AcquiredConns(), Max: st.MaxConns(),
+		EmptyAcquires: st.EmptyAcquireCount(), EmptyAcquireWait: st.EmptyAcquireWaitTime()}
+}
+
+// OnError registers f to be called on every failed attempt of a transaction (push, pop, ack,
+// the transaction route, admin writes), retried ones included; not for a caller that went
+// away, nor for a transaction rolled back on purpose (an operation of the transaction route
+// failed). Call it before the store is used.
+func (s *Store) OnError(f func()) { s.onError = f }
+
+// failed reports a failed attempt to the OnError listener.
+func (s *Store) failed(err error) {
+	var abort txAbort
+	if err != nil && s.onError != nil && !errors.Is(err, context.Canceled) && !errors.As(err, &abort) {
+		s.onError()
+	}
 }
 
 // PoolOptions tune the connection pool.
@@ -114,6 +136,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := pgx.BeginFunc(ctx, s.pool, fn)
+		s.failed(err)
 		if err == nil || attempt >= 4 || !isRetryable(err) {
 			return err
 		}
@@ -130,6 +153,7 @@ var errRetry = errors.New("transient conflict")
 func (s *Store) pipelinedTx(ctx context.Context, what string, fn func(*pgx.Conn) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.pipelinedOnce(ctx, what, fn)
+		s.failed(err)
 		if err == nil || attempt >= 4 || !isRetryable(err) {
 			return err
 		}

@@ -54,7 +54,7 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, conn
 	if err = d.store.Migrate(ctx, log); err != nil {
 		return nil, err
 	}
-	log.Info("database ready", "pool_size", cfg.DBPoolSize)
+	log.Info("database ready")
 	return d, nil
 }
 
@@ -124,7 +124,7 @@ func pgTLS(c config.Config, log *slog.Logger) (*tls.Config, error) {
 		if len(c.PGSSLRootCert) > 0 {
 			log.Warn("PG_SSL_ROOT_CERT is set but PG_USE_SSL is not: the PostgreSQL connection is PLAINTEXT")
 		}
-		log.Info("config: postgres", "host", c.PGHost, "port", c.PGPort, "use_ssl", false, "ssl_trust", "plaintext")
+		log.Info("config: postgres", append(pgServer(c), "use_ssl", false, "ssl_trust", "plaintext")...)
 		return nil, nil
 	}
 	t := &tls.Config{ServerName: c.PGHost, MinVersion: tls.VersionTLS12}
@@ -142,8 +142,8 @@ func pgTLS(c config.Config, log *slog.Logger) (*tls.Config, error) {
 		t.InsecureSkipVerify, trust = true, "accept-any"
 		log.Warn("PostgreSQL TLS is encrypted but UNVERIFIED (PG_SSL_REJECT_UNAUTHORIZED=false): the server's certificate is not checked, so anyone on the path can impersonate the database; set PG_SSL_ROOT_CERT to the server's CA instead")
 	}
-	log.Info("config: postgres", "host", c.PGHost, "port", c.PGPort, "use_ssl", true,
-		"ssl_reject_unauthorized", c.PGSSLRejectUnauthorized, "ssl_trust", trust, "ssl_verified", !t.InsecureSkipVerify)
+	log.Info("config: postgres", append(pgServer(c), "use_ssl", true,
+		"ssl_reject_unauthorized", c.PGSSLRejectUnauthorized, "ssl_trust", trust, "ssl_verified", !t.InsecureSkipVerify)...)
 	return t, nil
 }
 

@@ -36,6 +36,7 @@ type Broker struct {
 	cfg    config.Config
 	log    *slog.Logger
 	db     *database
+	obs    *observability // metrics.go
 	actors *actors.System
 	jobs   *jobs
 	front  *front
@@ -92,6 +93,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	b.cfg = cfg
+	logSettings(cfg, log)
+	obs := newObservability(cfg, log)
+	b.obs = obs
 
 	// JWT first: a bad key or an unreachable JWKS stops the boot before PostgreSQL is touched.
 	var verifier *auth.Verifier
@@ -124,12 +128,12 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	b.jobs = startJobs(store, cfg, log, opts.jobRuns)
 	b.onStop("jobs", quietly(b.jobs.stop))
 
-	push := fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes},
+	set := obs.tel.Set
+	push := fusion.NewLanes(fusion.Options{MaxItems: cfg.PushMaxBatch, InFlight: cfg.PushLanes, Metrics: set, Op: "push"},
 		store.Push, persistence.IsUnavailable, persistence.PushLaneKey)
-	ack := fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight},
+	ack := fusion.New(fusion.Options{MaxItems: cfg.AckMaxBatch, InFlight: cfg.AckInFlight, Metrics: set, Op: "ack"},
 		store.Ack, persistence.IsUnavailable)
 	b.onStop("fusion", quietly(func() { push.Close(); ack.Close() }))
-	log.Info("fusion ready", "max_items", cfg.PushMaxBatch, "push_lanes", cfg.PushLanes, "ack_in_flight", cfg.AckInFlight)
 
 	flags := &actors.Maintenance{}
 	if err = loadFlags(ctx, store, flags); err != nil {
@@ -142,7 +146,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	orphans.start()
 	b.onStop("orphan leases", quietly(orphans.stop))
 
-	set := metrics.NewSet()
 	m, err := b.newMesh(set, opts.MeshListener)
 	if err != nil {
 		return nil, err
@@ -191,9 +194,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		m.Accept(&meshInbox{actors: b.actors, maint: maint, encrypted: enc.queues})
 	}
 
+	obs.start(store, sp, flags, healthy, b.actors)
+	b.onStop("metrics", quietly(obs.stop))
 	logSecurity(cfg, verifier, log)
 	handler := queenhttp.New(queenhttp.Deps{
-		Config: cfg, Store: store, Actors: b.actors, Ack: ack, Log: log, Version: Version, Metrics: set,
+		Config: cfg, Store: store, Actors: b.actors, Ack: ack, Log: log, Version: Version, Telemetry: obs.tel,
 		Maintenance: flags, Auth: verifier, PayloadKey: enc.key, EncryptedQueues: enc.queues,
 		Control: &operations{cfg: cfg, maint: maint, drain: dr, actors: b.actors, peers: link, mesh: m},
 	})

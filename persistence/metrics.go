@@ -1,0 +1,147 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// QueueMetrics is one queue as the periodic metrics read sees it.
+type QueueMetrics struct {
+	Name QueueName
+	// Pending counts the messages after the queue-mode cursor (competing consumers), leased
+	// or not: from the first one still stored to the partition's head, so messages that
+	// retention or eviction deleted unread are not counted.
+	Pending int64
+	// OldestPendingSeconds is the age of the oldest of them, 0 when there is none.
+	OldestPendingSeconds float64
+	DeadLetters          int64 // dead-letter entries (one per message and consumer group)
+}
+
+// GroupMetrics is one (named consumer group, queue) pair: its backlog over the partitions the
+// group has a cursor on, counted as QueueMetrics.Pending is.
+type GroupMetrics struct {
+	Group      string
+	Queue      QueueName
+	Lag        int64
+	LagSeconds float64 // age of the oldest unconsumed message, 0 when caught up
+}
+
+// MetricsSnapshot is what one periodic metrics read returns.
+type MetricsSnapshot struct {
+	Queues []QueueMetrics // every queue
+	Groups []GroupMetrics // every named group on every queue it has cursors on
+	// Counters are the sums over the brokers of queen.broker_counters, by counter name.
+	Counters map[string]int64
+}
+
+// firstUnconsumed is the oldest message of partition p after cursor (an expression), read only
+// when the partition's head is past the cursor: one index probe per partition with a backlog,
+// none for the others.
+func firstUnconsumed(cursor string) string {
+	return `(SELECT m.seq, m.created_at FROM queen.messages m
+		WHERE m.partition_id = p.id AND m.seq > ` + cursor + ` AND p.last_seq > ` + cursor + `
+		ORDER BY m.seq LIMIT 1)`
+}
+
+// ReadMetrics adds this broker's counter increments (add, by name) to its rows of
+// queen.broker_counters and reads the cluster's sums with the per-queue and per-group backlogs,
+// in one round trip and one implicit transaction: if any statement fails, nothing was added
+// and the caller keeps the increments for the next read. Its cost grows with the number of
+// queues and partitions (hash joins) and with the partitions that have a backlog (an index
+// probe each), not with the number of messages.
+func (s *Store) ReadMetrics(ctx context.Context, serverID string, add map[string]int64) (MetricsSnapshot, error) {
+	var snap MetricsSnapshot
+	names := make([]string, 0, len(add))
+	for n, v := range add {
+		if v != 0 {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names) // the lock order of the rows, for two brokers sharing a server id
+	values := make([]int64, len(names))
+	for i, n := range names {
+		values[i] = add[n]
+	}
+	b := &pgx.Batch{}
+	if len(names) > 0 {
+		b.Queue(`INSERT INTO queen.broker_counters AS c (server_id, name, value)
+			SELECT $1, t.n, t.v FROM unnest($2::text[], $3::int8[]) AS t(n, v) ORDER BY t.n
+			ON CONFLICT (server_id, name) DO UPDATE SET value = c.value + EXCLUDED.value, updated_at = now()`,
+			serverID, names, values)
+	}
+	b.Queue(`SELECT name, sum(value)::int8 FROM queen.broker_counters GROUP BY name`)
+	b.Queue(`
+		WITH backlog AS (
+			SELECT p.queue_id, sum(p.last_seq - f.seq + 1)::int8 AS pending, min(f.created_at) AS oldest
+			FROM queen.partitions p
+			LEFT JOIN queen.partition_consumers qm
+			       ON qm.partition_id = p.id AND qm.consumer_group = '` + QueueMode + `'
+			CROSS JOIN LATERAL ` + firstUnconsumed("COALESCE(qm.cursor_seq, 0)") + ` f
+			GROUP BY p.queue_id),
+		dead AS (
+			SELECT p.queue_id, count(*) AS n
+			FROM queen.dead_letter_queue d JOIN queen.partitions p ON p.id = d.partition_id
+			GROUP BY p.queue_id)
+		SELECT q.name, COALESCE(b.pending, 0), COALESCE(extract(epoch FROM now() - b.oldest), 0)::float8,
+		       COALESCE(d.n, 0)
+		FROM queen.queues q
+		LEFT JOIN backlog b ON b.queue_id = q.id
+		LEFT JOIN dead d ON d.queue_id = q.id`)
+	b.Queue(`
+		SELECT pc.consumer_group, q.name, COALESCE(sum(p.last_seq - f.seq + 1), 0)::int8,
+		       COALESCE(extract(epoch FROM now() - min(f.created_at)), 0)::float8
+		FROM queen.partition_consumers pc
+		JOIN queen.partitions p ON p.id = pc.partition_id
+		JOIN queen.queues q ON q.id = p.queue_id
+		LEFT JOIN LATERAL ` + firstUnconsumed("pc.cursor_seq") + ` f ON true
+		WHERE pc.consumer_group <> '` + QueueMode + `'
+		GROUP BY pc.consumer_group, q.name`)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if len(names) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return snap, fmt.Errorf("cannot add to the broker counters: %w", err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the broker counters: %w", err)
+	}
+	snap.Counters = map[string]int64{}
+	var n string
+	var v int64
+	if _, err := pgx.ForEachRow(rows, []any{&n, &v}, func() error { snap.Counters[n] = v; return nil }); err != nil {
+		return snap, fmt.Errorf("cannot read the broker counters: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the queue backlogs: %w", err)
+	}
+	snap.Queues, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueMetrics, error) {
+		var q QueueMetrics
+		err := row.Scan(&q.Name, &q.Pending, &q.OldestPendingSeconds, &q.DeadLetters)
+		return q, err
+	})
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the queue backlogs: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the consumer group backlogs: %w", err)
+	}
+	snap.Groups, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupMetrics, error) {
+		var g GroupMetrics
+		err := row.Scan(&g.Group, &g.Queue, &g.Lag, &g.LagSeconds)
+		return g, err
+	})
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the consumer group backlogs: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return snap, fmt.Errorf("cannot finish the metrics read: %w", err)
+	}
+	return snap, nil
+}

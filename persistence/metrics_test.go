@@ -1,0 +1,108 @@
+package persistence_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"queen/persistence"
+)
+
+// ReadMetrics counts the backlog of every queue from the first message still stored after
+// the queue-mode cursor, the dead letters of every queue, the backlog of every named group
+// on the partitions it reads, and sums the brokers' counters.
+func TestReadMetrics(t *testing.T) {
+	e := newStoreEnv(t)
+	e.push(items("q1", "p0", "c", "a1", "a2", "a3", "a4", "a5")...)
+	e.push(items("q1", "p1", "c", "b1", "b2", "b3")...)
+	e.push(items("q2", "p0", "c", "c1", "c2")...)
+	e.push(items("idle", "p0", "c", "d1")...)
+	e.setQueue("q2", "retry_limit = 0")
+
+	// Queue mode consumes two messages of q1/p0; idle's only message too.
+	res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q1"}, Partition: "p0", Batch: 2})
+	for _, m := range res.Messages {
+		e.ack(ackOf(m, persistence.QueueMode, lease, persistence.AckCompleted))
+	}
+	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "idle"}, Batch: 1, AutoAck: true})
+	// Retention took b1 unread; a3, the oldest left in q1, is an hour old.
+	e.exec(`DELETE FROM queen.messages WHERE transaction_id = 'b1'`)
+	e.exec(`UPDATE queen.messages SET created_at = now() - interval '1 hour' WHERE transaction_id = 'a3'`)
+	// q2's first message fails with no retries left: dead-lettered.
+	res, lease = e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q2"}, Batch: 1})
+	if r := e.ack(ackOf(res.Messages[0], persistence.QueueMode, lease, persistence.AckFailed)); !r[0].DLQ {
+		t.Fatalf("ack failed with retryLimit 0: %+v", r[0])
+	}
+	// Group g read one message of q1/p0 and none of p1 (no cursor there); group h is caught up.
+	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q1"}, Partition: "p0", Group: "g", Batch: 1, AutoAck: true})
+	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q2"}, Group: "h", Batch: 10, AutoAck: true})
+	e.exec(`UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE transaction_id = 'a2'`)
+
+	if _, err := e.s.ReadMetrics(e.ctx, "broker-a", map[string]int64{"push_messages": 2, "dlq": 0}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.s.ReadMetrics(e.ctx, "broker-b", map[string]int64{"push_messages": 3, "pop_messages": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := snap.Counters; len(c) != 2 || c["push_messages"] != 5 || c["pop_messages"] != 1 {
+		t.Fatalf("counters %v, want push_messages 5 and pop_messages 1 (a zero is not stored)", c)
+	}
+
+	queues := map[string]persistence.QueueMetrics{}
+	for _, q := range snap.Queues {
+		queues[q.Name.Name] = q
+	}
+	if len(queues) != 3 {
+		t.Fatalf("queues %+v, want q1, q2 and idle", snap.Queues)
+	}
+	if q := queues["q1"]; q.Pending != 5 || q.OldestPendingSeconds < 3600 || q.OldestPendingSeconds > 3600+300 || q.DeadLetters != 0 {
+		t.Errorf("q1 %+v, want 5 pending (a3..a5, b2, b3) an hour old, no dead letter", q)
+	}
+	if q := queues["q2"]; q.Pending != 1 || q.DeadLetters != 1 || q.OldestPendingSeconds > 300 {
+		t.Errorf("q2 %+v, want 1 pending (c2) and 1 dead letter", q)
+	}
+	if q := queues["idle"]; q.Pending != 0 || q.OldestPendingSeconds != 0 || q.DeadLetters != 0 {
+		t.Errorf("idle %+v, want nothing pending", q)
+	}
+
+	groups := map[string]persistence.GroupMetrics{}
+	for _, g := range snap.Groups {
+		groups[g.Group+"/"+g.Queue.Name] = g
+	}
+	if len(groups) != 2 {
+		t.Fatalf("groups %+v, want g/q1 and h/q2 (queue mode is not a group)", snap.Groups)
+	}
+	if g := groups["g/q1"]; g.Lag != 4 || g.LagSeconds < 7200 || g.LagSeconds > 7200+300 {
+		t.Errorf("g/q1 %+v, want 4 behind (a2..a5), the oldest two hours old", g)
+	}
+	if g := groups["h/q2"]; g.Lag != 0 || g.LagSeconds != 0 {
+		t.Errorf("h/q2 %+v, want caught up", g)
+	}
+}
+
+// Every failed transaction attempt reaches the OnError listener.
+func TestStoreReportsDatabaseErrors(t *testing.T) {
+	e := newStoreEnv(t)
+	var n int
+	e.s.OnError(func() { n++ })
+	if _, err := e.s.Configure(e.ctx, persistence.ConfigureRequest{Queue: persistence.QueueName{Name: strings.Repeat("q", 300)}}); err == nil {
+		t.Fatal("a 300-character queue name was stored")
+	}
+	if n != 1 {
+		t.Fatalf("OnError called %d times for one failed transaction, want 1", n)
+	}
+	e.push(items("ok", "p", "c", "x")...)
+	if n != 1 {
+		t.Fatalf("OnError called for a push that succeeded (%d calls)", n)
+	}
+	// A transaction rolled back because one of its operations failed is not a database error.
+	ack := persistence.AckItem{PartitionID: uuid.New(), TransactionID: "nope", Group: persistence.QueueMode, Status: persistence.AckCompleted}
+	if _, reason, err := e.s.Transaction(e.ctx, []persistence.TxOp{{Ack: &ack}}); err != nil || reason == "" {
+		t.Fatalf("transaction acking a missing message: reason %q, err %v", reason, err)
+	}
+	if n != 1 {
+		t.Fatalf("OnError called for a transaction rolled back on purpose (%d calls)", n)
+	}
+}

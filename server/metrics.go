@@ -1,0 +1,241 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"queen/actors"
+	"queen/config"
+	"queen/persistence"
+	"queen/spool"
+	"queen/telemetry"
+)
+
+// observability is the broker's metrics service (docs/operations.md, Observability): the
+// telemetry that the HTTP handlers feed and the other subsystems register their counters in,
+// the live gauges of what server wires (pool, spool, maintenance), the periodic database read
+// behind the per-queue, per-group and cluster-wide families, and the rates log line.
+type observability struct {
+	cfg config.Config
+	log *slog.Logger
+	tel *telemetry.Broker
+
+	store  *persistence.Store
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+	// reads asks the read loop for a read now and takes its outcome (RefreshMetrics).
+	reads chan chan error
+	// flushed are the broker-wide counters already added to queen.broker_counters; only the
+	// read loop touches them.
+	flushed  map[string]int64
+	failing  bool // the last read failed (logged once per outage)
+	dropping bool // the last read left queues or groups out (logged once)
+	lastRead atomic.Int64
+}
+
+func newObservability(cfg config.Config, log *slog.Logger) *observability {
+	return &observability{
+		cfg: cfg, log: log.With("subsystem", "metrics"), tel: telemetry.New(cfg.MetricsRefresh > 0),
+		reads: make(chan chan error), flushed: map[string]int64{},
+	}
+}
+
+// start registers the live gauges of the subsystems and starts the periodic read (when
+// QUEEN_METRICS_REFRESH_MS is not 0) and the rates window.
+func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *actors.Maintenance, healthy *atomic.Bool, act *actors.System) {
+	o.store = store
+	store.OnError(o.tel.DBError)
+	set := o.tel.Set
+	gauge := func(name string, f func() float64) { set.NewGauge(name, f) }
+	flag := func(on bool) float64 {
+		if on {
+			return 1
+		}
+		return 0
+	}
+	gauge("queen_db_pool_size", func() float64 { return float64(store.PoolStats().Max) })
+	gauge("queen_db_pool_idle", func() float64 { return float64(store.PoolStats().Idle) })
+	gauge("queen_db_pool_active", func() float64 { return float64(store.PoolStats().Acquired) })
+	set.RegisterMetricsWriter(func(w io.Writer) {
+		st := store.PoolStats()
+		metrics.WriteCounterUint64(w, "queen_db_pool_waits_total", uint64(st.EmptyAcquires))
+		metrics.WriteCounterFloat64(w, "queen_db_pool_wait_seconds_total", st.EmptyAcquireWait.Seconds())
+	})
+	gauge("queen_file_buffer_pending", func() float64 { return float64(sp.Stats().Records) })
+	gauge("queen_file_buffer_failed", func() float64 { return float64(sp.Stats().Failed) })
+	gauge("queen_file_buffer_db_healthy", func() float64 { return flag(healthy.Load()) })
+	gauge("queen_maintenance_mode_enabled", func() float64 { return flag(flags.Push()) })
+	gauge("queen_pop_maintenance_mode_enabled", func() float64 { return flag(flags.Pop()) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	o.cancel = cancel
+	if o.cfg.MetricsRefresh > 0 {
+		gauge("queen_metrics_refresh_age_seconds", func() float64 {
+			if at := o.lastRead.Load(); at != 0 {
+				return time.Since(time.Unix(0, at)).Seconds()
+			}
+			return -1
+		})
+		o.loops.Add(1)
+		go o.readLoop(ctx)
+	}
+	o.loops.Add(1)
+	go o.ratesLoop(ctx, act, sp)
+}
+
+// stop ends both loops, then adds what was counted since the last read to the cluster's
+// counters, so that a restart loses none of it.
+func (o *observability) stop() {
+	if o.cancel == nil {
+		return
+	}
+	o.cancel()
+	o.loops.Wait()
+	if o.cfg.MetricsRefresh > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = o.read(ctx)
+	}
+}
+
+// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS, and whenever asked.
+func (o *observability) readLoop(ctx context.Context) {
+	defer o.loops.Done()
+	_ = o.read(ctx)
+	t := time.NewTicker(o.cfg.MetricsRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = o.read(ctx)
+		case reply := <-o.reads:
+			reply <- o.read(ctx)
+		}
+	}
+}
+
+// read adds this broker's counters to the cluster's, reads the backlogs and the cluster's
+// sums, and publishes the families. A failed read keeps the families of the last one (their
+// age shows in queen_metrics_refresh_age_seconds) and the counters for the next.
+func (o *observability) read(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestDeadline)
+	defer cancel()
+	counted, totals := o.tel.QueueCounts(), o.tel.Totals()
+	add := make(map[string]int64, len(totals))
+	for name, v := range totals {
+		add[name] = v - o.flushed[name]
+	}
+	start := time.Now()
+	snap, err := o.store.ReadMetrics(ctx, o.cfg.ServerID, add)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) { // not the broker stopping
+			o.tel.DBError()
+		}
+		if !o.failing {
+			o.log.Warn("metrics read failed; the per-queue and cluster families keep their last values", "err", err)
+		}
+		o.failing = true
+		return err
+	}
+	if o.failing {
+		o.log.Info("metrics read recovered")
+	}
+	o.failing, o.flushed = false, totals
+	o.lastRead.Store(time.Now().UnixNano())
+	d := o.tel.Publish(telemetry.Read{MetricsSnapshot: snap, MaxSeries: o.cfg.MetricsMaxSeries,
+		Took: time.Since(start), Counted: counted})
+	if dropping := d.Queues+d.Groups > 0; dropping && !o.dropping {
+		o.log.Warn("more queues or consumer groups than QUEEN_METRICS_MAX_SERIES: the rest have no series of their own (queen_metrics_series_dropped)",
+			"max_series", o.cfg.MetricsMaxSeries, "queues_left_out", d.Queues, "groups_left_out", d.Groups)
+		o.dropping = true
+	} else if !dropping {
+		o.dropping = false
+	}
+	return nil
+}
+
+// refresh runs a read now through the read loop and returns its outcome.
+func (o *observability) refresh(ctx context.Context) error {
+	if o.cfg.MetricsRefresh == 0 {
+		return errors.New("the periodic metrics read is off (QUEEN_METRICS_REFRESH_MS=0)")
+	}
+	reply := make(chan error, 1)
+	select {
+	case o.reads <- reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// RefreshMetrics runs the periodic metrics read now and returns once the scrapes show its
+// families (tests, which would otherwise wait for QUEEN_METRICS_REFRESH_MS).
+func (b *Broker) RefreshMetrics(ctx context.Context) error { return b.obs.refresh(ctx) }
+
+// ratesLoop closes a rates window every QUEEN_LOG_RATES_MS (every 10 s when the line is off:
+// GET /metrics still reports rates) and logs it.
+func (o *observability) ratesLoop(ctx context.Context, act *actors.System, sp *spool.Spool) {
+	defer o.loops.Done()
+	every := o.cfg.LogRates
+	if every == 0 {
+		every = 10 * time.Second
+	}
+	s := o.tel.NewSampler(o.store.PoolStats().EmptyAcquireWait)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pool := o.store.PoolStats()
+			r := s.Sample(pool.EmptyAcquireWait)
+			if o.cfg.LogRates > 0 {
+				o.logRates(r, pool, act.Parked(), sp.Stats().Records)
+			}
+		}
+	}
+}
+
+// logRates writes the rates line, then one line per busiest queue.
+func (o *observability) logRates(r telemetry.Rates, pool persistence.PoolStats, parked, spooled int64) {
+	per := r.PerSecond
+	emptyPct := 0.0
+	if per["pop_requests"] > 0 {
+		emptyPct = 100 * per["pop_empty"] / per["pop_requests"]
+	}
+	attrs := []any{
+		"push_s", round1(per["push_messages"]), "pop_s", round1(per["pop_messages"]),
+		"ack_s", round1(per["ack_messages"]), "txn_s", round1(per["transactions"]),
+	}
+	for _, op := range []telemetry.Op{telemetry.Push, telemetry.Pop, telemetry.Ack, telemetry.Transaction} {
+		attrs = append(attrs, "p50_"+op.String()+"_ms", round1(r.P50[op]), "p99_"+op.String()+"_ms", round1(r.P99[op]))
+	}
+	attrs = append(attrs, "pop_empty_pct", round1(emptyPct), "parked", parked, "pool", pool.Acquired,
+		"pool_size", pool.Max, "pool_waiting", round1(r.PoolWaiting), "spool_pending", spooled)
+	o.log.Info("rates", attrs...)
+	for _, q := range r.Busiest {
+		attrs := []any{"queue", q.Queue.Name}
+		if q.Queue.Tenant != "" {
+			attrs = append(attrs, "tenant", q.Queue.Tenant)
+		}
+		o.log.Info("queue rates", append(attrs, "push_s", round1(q.Push), "pop_s", round1(q.Pop), "ack_s", round1(q.Ack))...)
+	}
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }

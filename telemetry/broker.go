@@ -1,0 +1,193 @@
+package telemetry
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"queen/persistence"
+)
+
+// Op is a kind of request whose answer time is measured.
+type Op int
+
+// Request kinds, the op label of queen_request_duration_seconds.
+const (
+	Push Op = iota
+	Pop
+	PopWait // a long-poll: its time includes the wait for messages
+	Ack
+	Transaction
+	ops
+)
+
+var opNames = [ops]string{"push", "pop", "pop_wait", "ack", "transaction"}
+
+func (o Op) String() string { return opNames[o] }
+
+// counter is one of the broker-wide counters.
+type counter int
+
+const (
+	pushRequests counter = iota
+	pushMessages
+	popRequests
+	popMessages
+	popEmpty
+	ackRequests
+	ackMessages
+	transactions
+	deadLettered
+	dbErrors
+	nCounters
+)
+
+// Counters are the names of the broker-wide counters: queen_process_<name>_total on this
+// broker, and their sums over the brokers, queen_cluster_<name>_total.
+var Counters = [nCounters]string{
+	"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
+	"ack_requests", "ack_messages", "transactions", "dlq", "db_errors",
+}
+
+// latencyBuckets are the bounds of queen_request_duration_seconds, in seconds: Prometheus-style
+// cumulative buckets, so histogram_quantile works over any set of brokers.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Broker is one broker's telemetry. Its Set holds the families measured live; the packages
+// that own other counters register them there too.
+type Broker struct {
+	Set     *metrics.Set
+	started time.Time
+
+	counters [nCounters]*metrics.Counter
+	requests [ops]counter
+	latency  [ops]*metrics.PrometheusHistogram
+	// window holds the answer times since the last Rates, for their quantiles.
+	window [ops]atomic.Pointer[metrics.Histogram]
+
+	// queues counts messages per queue (stored name -> *QueueCounts); nil when the periodic
+	// read is off, since nothing would show or prune them.
+	queues *sync.Map
+	// periodic is the text of the families the periodic read rendered last.
+	periodic atomic.Pointer[[]byte]
+	rates    atomic.Pointer[Rates]
+}
+
+// QueueCounts are one queue's message counts on this broker since it started.
+type QueueCounts struct {
+	Pushed, Popped, Acked atomic.Int64
+}
+
+// New creates a broker's telemetry; perQueue says whether per-queue counts are kept (the
+// periodic read is on).
+func New(perQueue bool) *Broker {
+	// The metrics library writes # HELP and # TYPE only when told to, process-wide; every
+	// broker of the process wants them.
+	metrics.ExposeMetadata(true)
+	set := metrics.NewSet()
+	b := &Broker{Set: set, started: time.Now(), requests: [ops]counter{
+		Push: pushRequests, Pop: popRequests, PopWait: popRequests, Ack: ackRequests, Transaction: transactions,
+	}}
+	for c, name := range Counters {
+		b.counters[c] = set.NewCounter("queen_process_" + name + "_total")
+	}
+	for op := range ops {
+		b.latency[op] = set.NewPrometheusHistogramExt(`queen_request_duration_seconds{op="`+op.String()+`"}`, latencyBuckets)
+		b.window[op].Store(&metrics.Histogram{})
+	}
+	set.NewGauge("queen_uptime_seconds", func() float64 { return b.Uptime().Seconds() })
+	set.NewGauge("queen_process_resident_memory_bytes", func() float64 { return float64(residentBytes()) })
+	if perQueue {
+		b.queues = &sync.Map{}
+	}
+	return b
+}
+
+// Uptime is the time since the broker started.
+func (b *Broker) Uptime() time.Duration { return time.Since(b.started) }
+
+// Request counts one answered request of op and the time it took.
+func (b *Broker) Request(op Op, took time.Duration) {
+	b.counters[b.requests[op]].Inc()
+	b.latency[op].Update(took.Seconds())
+	b.window[op].Load().Update(took.Seconds())
+}
+
+// Pushed counts n messages stored for queue.
+func (b *Broker) Pushed(queue persistence.QueueName, n int) {
+	b.counters[pushMessages].Add(n)
+	if c := b.queue(queue); c != nil {
+		c.Pushed.Add(int64(n))
+	}
+}
+
+// Popped counts the n messages a pop delivered from queue; a pop of nothing counts as empty.
+func (b *Broker) Popped(queue persistence.QueueName, n int) {
+	if n == 0 {
+		b.counters[popEmpty].Inc()
+		return
+	}
+	b.counters[popMessages].Add(n)
+	if c := b.queue(queue); c != nil {
+		c.Popped.Add(int64(n))
+	}
+}
+
+// Acked counts one acknowledgement PostgreSQL applied on queue; dlq when it dead-lettered the
+// message.
+func (b *Broker) Acked(queue persistence.QueueName, dlq bool) {
+	b.counters[ackMessages].Inc()
+	if dlq {
+		b.counters[deadLettered].Inc()
+	}
+	if c := b.queue(queue); c != nil {
+		c.Acked.Add(1)
+	}
+}
+
+// DBError counts a failed database transaction attempt.
+func (b *Broker) DBError() { b.counters[dbErrors].Inc() }
+
+// queue returns the counts of a queue, creating them; nil when per-queue counts are off.
+func (b *Broker) queue(name persistence.QueueName) *QueueCounts {
+	if b.queues == nil {
+		return nil
+	}
+	if c, ok := b.queues.Load(name); ok {
+		return c.(*QueueCounts)
+	}
+	c, _ := b.queues.LoadOrStore(name, &QueueCounts{})
+	return c.(*QueueCounts)
+}
+
+// QueueCounts returns the counts of every queue counted so far.
+func (b *Broker) QueueCounts() map[persistence.QueueName]*QueueCounts {
+	out := map[persistence.QueueName]*QueueCounts{}
+	if b.queues != nil {
+		b.queues.Range(func(k, v any) bool {
+			out[k.(persistence.QueueName)] = v.(*QueueCounts)
+			return true
+		})
+	}
+	return out
+}
+
+// forgetQueue drops the counts c of a queue that no longer exists, unless they were replaced.
+// A queue of that name created later counts from zero under new counts, which the readers of
+// QueueCounts tell apart by pointer.
+func (b *Broker) forgetQueue(name persistence.QueueName, c *QueueCounts) {
+	if b.queues != nil {
+		b.queues.CompareAndDelete(name, c)
+	}
+}
+
+// Totals are the broker-wide counters, by the names of Counters.
+func (b *Broker) Totals() map[string]int64 {
+	out := make(map[string]int64, nCounters)
+	for c, name := range Counters {
+		out[name] = int64(b.counters[c].Get())
+	}
+	return out
+}

@@ -45,6 +45,18 @@ type brokerWide struct {
 	parked  atomic.Int64     // parked pops of every queue, against Deps.MaxParked
 	queries *metrics.Counter // database pops run by the actors
 	refused *metrics.Counter // long-polls answered empty because a parking cap was reached
+	// byQueue holds the parked pops of each queue that has some (persistence.QueueName ->
+	// int), for the per-minute statistics.
+	byQueue sync.Map
+}
+
+// setQueueParked records that n pops are parked on queue.
+func (b *brokerWide) setQueueParked(queue persistence.QueueName, n int) {
+	if n == 0 {
+		b.byQueue.Delete(queue)
+		return
+	}
+	b.byQueue.Store(queue, n)
 }
 
 func newBrokerWide(set *metrics.Set) *brokerWide {

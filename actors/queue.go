@@ -214,6 +214,7 @@ func (a *queueActor) probeQueue(ctx actor.Context) {
 // setParked moves the parked count by d and the gauge with it.
 func (a *queueActor) setParked(d int) {
 	a.parked += d
+	a.wide.setQueueParked(a.name, a.parked)
 	if a.gauge != nil {
 		a.gauge.Set(float64(a.parked))
 	}

@@ -27,6 +27,17 @@ func Start(deps *Deps) *System {
 // Parked is the number of long-polls parked on this broker (the rates log line).
 func (s *System) Parked() int64 { return s.wide.parked.Load() }
 
+// ParkedByQueue is the number of long-polls parked on each queue that has some, whether the
+// queue exists or not (the per-minute statistics).
+func (s *System) ParkedByQueue() map[persistence.QueueName]int {
+	out := map[persistence.QueueName]int{}
+	s.wide.byQueue.Range(func(k, v any) bool {
+		out[k.(persistence.QueueName)] = v.(int)
+		return true
+	})
+	return out
+}
+
 // Push hands a push of one queue to its actor; the answer arrives on req.Reply.
 func (s *System) Push(req *PushRequest) { s.sys.Root.Send(s.router, req) }
 

@@ -97,6 +97,9 @@ type Config struct {
 	EvictionInterval     time.Duration
 	EvictionBatchSize    int
 	PartitionCleanupDays int
+	// StatsRetentionDays (QUEEN_STATS_RETENTION_DAYS) is how long the per-minute statistics of
+	// the status and analytics routes are kept; the retention job deletes older ones.
+	StatsRetentionDays int
 
 	// Disk spool (push maintenance and database outages).
 	SpoolDir      string        // FILE_BUFFER_DIR (default QUEEN_DATA_DIR/spool)
@@ -172,6 +175,7 @@ func Load(getenv func(string) string) (Config, error) {
 		EvictionInterval:     r.millis(60000, "EVICTION_INTERVAL"),
 		EvictionBatchSize:    r.intIn(1000, 1, 1000000, "EVICTION_BATCH_SIZE"),
 		PartitionCleanupDays: r.intIn(30, 0, 100000, "PARTITION_CLEANUP_DAYS"),
+		StatsRetentionDays:   r.intIn(7, 1, 3650, "QUEEN_STATS_RETENTION_DAYS"),
 
 		SpoolFlush:    r.millis(100, "FILE_BUFFER_FLUSH_MS"),
 		SpoolMaxBatch: r.intIn(100, 1, 100000, "FILE_BUFFER_MAX_BATCH"),

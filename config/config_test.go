@@ -124,3 +124,19 @@ func TestObservabilitySettings(t *testing.T) {
 		}
 	}
 }
+
+// The per-minute statistics are kept 7 days by default; a value outside 1..3650 or malformed
+// stops the boot naming the variable.
+func TestStatsRetentionDays(t *testing.T) {
+	if c, err := Load(env(nil)); err != nil || c.StatsRetentionDays != 7 {
+		t.Fatalf("default: %v %d", err, c.StatsRetentionDays)
+	}
+	if c, err := Load(env(map[string]string{"QUEEN_STATS_RETENTION_DAYS": "30"})); err != nil || c.StatsRetentionDays != 30 {
+		t.Fatalf("set: %v %d", err, c.StatsRetentionDays)
+	}
+	for _, v := range []string{"0", "-1", "3651", "7d"} {
+		if _, err := Load(env(map[string]string{"QUEEN_STATS_RETENTION_DAYS": v})); err == nil || !strings.Contains(err.Error(), "QUEEN_STATS_RETENTION_DAYS") {
+			t.Errorf("QUEEN_STATS_RETENTION_DAYS=%s: want an error naming the variable, got %v", v, err)
+		}
+	}
+}

@@ -271,21 +271,26 @@ type queueListJSON struct {
 	Queues []queueSummaryJSON `json:"queues"`
 }
 
+// queueSummary is a queue of the queue lists.
+func queueSummary(q persistence.QueueSummary) queueSummaryJSON {
+	return queueSummaryJSON{
+		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace,
+		Partitions: q.Partitions, Task: q.Task,
+		Messages: queueCountsJSON{Pending: q.Messages.Pending, Processing: q.Messages.Processing, Total: q.Messages.Total},
+	}
+}
+
 func (s *Server) listQueues(ctx *fasthttp.RequestCtx) {
 	c, cancel := s.dbContext()
 	defer cancel()
-	queues, err := s.Store.ListQueues(c, s.scope(ctx))
+	queues, err := s.Store.ListQueues(c, persistence.QueueFilter{Scope: s.scope(ctx)})
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	out := queueListJSON{Queues: make([]queueSummaryJSON, len(queues))}
 	for i, q := range queues {
-		out.Queues[i] = queueSummaryJSON{
-			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace,
-			Partitions: q.Partitions, Task: q.Task,
-			Messages: queueCountsJSON{Pending: q.Messages.Pending, Processing: q.Messages.Processing, Total: q.Messages.Total},
-		}
+		out.Queues[i] = queueSummary(q)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }

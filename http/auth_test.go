@@ -75,7 +75,8 @@ func TestRouteTableLevels(t *testing.T) {
 		case r.Path == "/api/v1/push":
 			want = auth.WriteOnly
 		case strings.HasPrefix(r.Path, "/api/v1/system/"), strings.HasPrefix(r.Path, "/internal/"),
-			r.Method == "DELETE" && (strings.HasPrefix(r.Path, "/api/v1/resources/queues/") || strings.HasPrefix(r.Path, "/api/v1/consumer-groups/")):
+			r.Method == "DELETE" && (strings.HasPrefix(r.Path, "/api/v1/resources/queues/") || strings.HasPrefix(r.Path, "/api/v1/consumer-groups/")),
+			r.Method == "POST" && r.Path == "/api/v1/stats/refresh":
 			want = auth.Admin
 		case strings.HasPrefix(r.Path, "/api/v1/pop"), r.Method == "POST", r.Method == "DELETE":
 			want = auth.ReadWrite

@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -348,7 +349,7 @@ func (s *Server) pop(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	s.Telemetry.Popped(req.Queue, len(rep.Result.Messages))
+	s.Telemetry.Popped(req.Queue, rep.Result.Messages)
 	writePop(ctx, req, rep)
 }
 
@@ -453,7 +454,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	s.Telemetry.Popped(rep.Queue, len(rep.Result.Messages))
+	s.Telemetry.Popped(rep.Queue, rep.Result.Messages)
 	if len(rep.Result.Messages) == 0 {
 		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(persistence.PopNoPartition), Messages: []popMessageJSON{}})
 		return
@@ -564,10 +565,15 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 		return
 	}
 	out := make([]ackResultJSON, len(items))
+	var queues []persistence.QueueName // touched by the request, each counted once
 	for i, r := range rep.res {
 		out[i] = ackResult(i, items[i].TransactionID, r)
 		if r.Success {
-			s.Telemetry.Acked(r.Queue, r.DLQ)
+			s.Telemetry.Acked(r.Queue, items[i].Status != persistence.AckCompleted, r.DLQ)
+			if !slices.Contains(queues, r.Queue) {
+				queues = append(queues, r.Queue)
+				s.Telemetry.AckRequest(r.Queue)
+			}
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
@@ -682,18 +688,32 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
-// countTransaction counts the messages a committed transaction stored and the
-// acknowledgements it applied.
+// countTransaction counts the acknowledgements a committed transaction applied, and for each
+// queue it touched the transaction and the messages it stored there.
 func (s *Server) countTransaction(ops []persistence.TxOp, results []persistence.TxOpResult) {
+	var queues []persistence.QueueName // in the order the transaction touched them
+	stored := map[persistence.QueueName]int{}
+	touch := func(q persistence.QueueName, n int) {
+		if _, ok := stored[q]; !ok {
+			queues = append(queues, q)
+		}
+		stored[q] += n
+	}
 	for i, r := range results {
 		if r.Ack != nil && r.Ack.Success {
-			s.Telemetry.Acked(r.Ack.Queue, r.Ack.DLQ)
+			s.Telemetry.Acked(r.Ack.Queue, ops[i].Ack.Status != persistence.AckCompleted, r.Ack.DLQ)
+			touch(r.Ack.Queue, 0)
 		}
 		for j, p := range r.Push {
+			n := 0
 			if p.Status == persistence.StatusQueued {
-				s.Telemetry.Pushed(ops[i].Push[j].Queue, 1)
+				n = 1
 			}
+			touch(ops[i].Push[j].Queue, n)
 		}
+	}
+	for _, q := range queues {
+		s.Telemetry.Transacted(q, stored[q])
 	}
 }
 

@@ -29,6 +29,17 @@ type Control interface {
 	// AnnounceQueueChange tells the peers that queue was configured or deleted here, so they
 	// re-read what they cache of it (which queues are encrypted).
 	AnnounceQueueChange(queue persistence.QueueName, deleted bool)
+	// RefreshStats flushes this broker's per-minute statistics now and says what it wrote.
+	RefreshStats(ctx context.Context) (StatsRefresh, error)
+}
+
+// StatsRefresh is what a flush of the per-minute statistics wrote.
+type StatsRefresh struct {
+	Queues     int   // queues with counts to add
+	Partitions int64 // their partitions
+	Namespaces int   // their distinct namespaces and tasks
+	Tasks      int
+	Forgotten  int // queues counted in memory that no longer exist, forgotten
 }
 
 type failedFilesJSON struct {

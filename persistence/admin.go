@@ -169,6 +169,13 @@ type QueueSummary struct {
 	CreatedAt  time.Time
 	Partitions int64
 	Messages   MessageCounts
+	// Completed are the messages consumed in queue mode and not dead-lettered, DeadLetter those
+	// dead-lettered in queue mode (as PartitionStats counts them).
+	Completed  int64
+	DeadLetter int64
+	// OldestPending is the creation time of the oldest message not yet consumed in queue mode;
+	// nil when there is none.
+	OldestPending *time.Time
 }
 
 // partitionCounts computes, for every partition p in scope (the caller joins it), the live
@@ -182,25 +189,55 @@ const partitionCounts = `
 		       count(*) FILTER (WHERE qm.lease_expires_at > now() AND m.seq > qm.cursor_seq AND m.seq <= qm.lease_end_seq) AS processing
 		FROM queen.messages m WHERE m.partition_id = p.id) c`
 
-// ListQueues lists every queue in scope with its partition count and live message counts,
-// newest first.
-func (s *Store) ListQueues(ctx context.Context, scope Scope) ([]QueueSummary, error) {
+// queueModeDeadLetters counts, for partition p joined with partitionCounts, the messages
+// consumed in queue mode that were dead-lettered: one index probe per partition.
+const queueModeDeadLetters = `(SELECT count(DISTINCT d.message_seq) FROM queen.dead_letter_queue d
+	WHERE d.partition_id = p.id AND d.consumer_group = '__QUEUE_MODE__' AND d.message_seq <= COALESCE(qm.cursor_seq, 0))`
+
+// QueueFilter selects and pages the queue list.
+type QueueFilter struct {
+	Scope     Scope  // the caller's tenant
+	Namespace string // "" matches any
+	Task      string // "" matches any
+	Limit     int    // 0: every queue
+	Offset    int
+}
+
+// ListQueues lists the queues f selects with their partition count and live message counts,
+// newest first. Only the queues of the page are counted.
+func (s *Store) ListQueues(ctx context.Context, f QueueFilter) ([]QueueSummary, error) {
+	var a sqlArgs
+	a.add(inScope("q.name", "?"), f.Scope.Tenant)
+	if f.Namespace != "" {
+		a.add("q.namespace = ?", f.Namespace)
+	}
+	if f.Task != "" {
+		a.add("q.task = ?", f.Task)
+	}
+	var limit *int
+	if f.Limit > 0 {
+		limit = &f.Limit
+	}
+	page := "LIMIT " + a.param(limit) + " OFFSET " + a.param(f.Offset)
 	rows, err := s.pool.Query(ctx, `
 		SELECT q.id, q.name, q.namespace, q.task, q.created_at, count(p.id),
 		       COALESCE(sum(c.total), 0)::int8, COALESCE(sum(c.unconsumed - c.processing), 0)::int8,
-		       COALESCE(sum(c.processing), 0)::int8
-		FROM queen.queues q
-		LEFT JOIN (queen.partitions p `+partitionCounts+`) ON p.queue_id = q.id
-		WHERE `+inScope("q.name", "$1")+`
-		GROUP BY q.id
-		ORDER BY q.created_at DESC, q.name`, scope.Tenant)
+		       COALESCE(sum(c.processing), 0)::int8, COALESCE(sum(c.total - c.unconsumed - dl.n), 0)::int8,
+		       COALESCE(sum(dl.n), 0)::int8, min(f.created_at)
+		FROM (SELECT id, name, namespace, task, created_at FROM queen.queues q WHERE `+a.where()+`
+		      ORDER BY created_at DESC, name `+page+`) q
+		LEFT JOIN (queen.partitions p `+partitionCounts+`
+		           CROSS JOIN LATERAL (SELECT `+queueModeDeadLetters+` AS n) dl
+		           LEFT JOIN LATERAL `+firstUnconsumed("COALESCE(qm.cursor_seq, 0)")+` f ON true) ON p.queue_id = q.id
+		GROUP BY q.id, q.name, q.namespace, q.task, q.created_at
+		ORDER BY q.created_at DESC, q.name`, a.args...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queues: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueSummary, error) {
 		var q QueueSummary
 		err := row.Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt, &q.Partitions,
-			&q.Messages.Total, &q.Messages.Pending, &q.Messages.Processing)
+			&q.Messages.Total, &q.Messages.Pending, &q.Messages.Processing, &q.Completed, &q.DeadLetter, &q.OldestPending)
 		return q, err
 	})
 	if err != nil {
@@ -238,32 +275,44 @@ type PartitionDetail struct {
 	Oldest    *time.Time // created_at of the oldest stored message; nil when there is none
 	Newest    *time.Time
 	Stats     PartitionStats
+	// The queue-mode cursor: messages and batches consumed through it, and when it last moved
+	// (nil when never).
+	Consumed     int64
+	Batches      int64
+	LastConsumed *time.Time
 }
 
-// QueueDetail is a queue with its partitions.
+// QueueDetail is a queue with its settings and partitions.
 type QueueDetail struct {
-	ID         uuid.UUID
-	Queue      QueueName
-	Namespace  string
-	Task       string
-	CreatedAt  time.Time
-	Partitions []PartitionDetail
-	Totals     PartitionStats
+	ID              uuid.UUID
+	Queue           QueueName
+	Namespace       string
+	Task            string
+	CreatedAt       time.Time
+	Priority        int
+	LeaseTime       int
+	RetryLimit      int
+	RetryDelay      int
+	TTL             int
+	MaxSize         int
+	DeadLetterQueue bool
+	Partitions      []PartitionDetail
+	Totals          PartitionStats
 }
 
 // Queue returns a queue with live per-partition counts; nil when it does not exist.
 func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error) {
 	name := queue.Stored()
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id, name, namespace, task, created_at FROM queen.queues WHERE name = $1`, name)
+	b.Queue(`SELECT id, name, namespace, task, created_at, priority, lease_time, retry_limit, retry_delay, ttl,
+			max_size, dead_letter_queue
+		FROM queen.queues WHERE name = $1`, name)
 	b.Queue(`
 		SELECT p.id, p.name, p.created_at,
 		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1),
 		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq DESC LIMIT 1),
-		       c.total, c.unconsumed, c.processing,
-		       (SELECT count(DISTINCT d.message_seq) FROM queen.dead_letter_queue d
-		        WHERE d.partition_id = p.id AND d.consumer_group = '__QUEUE_MODE__'
-		          AND d.message_seq <= COALESCE(qm.cursor_seq, 0))
+		       c.total, c.unconsumed, c.processing, `+queueModeDeadLetters+`,
+		       COALESCE(qm.total_messages_consumed, 0), COALESCE(qm.total_batches_consumed, 0), qm.last_consumed_at
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id `+partitionCounts+`
 		WHERE q.name = $1
@@ -271,7 +320,8 @@ func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var q QueueDetail
-	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt)
+	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt, &q.Priority, &q.LeaseTime,
+		&q.RetryLimit, &q.RetryDelay, &q.TTL, &q.MaxSize, &q.DeadLetterQueue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -286,7 +336,7 @@ func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error
 		var p PartitionDetail
 		var unconsumed int64
 		err := row.Scan(&p.ID, &p.Name, &p.CreatedAt, &p.Oldest, &p.Newest, &p.Stats.Total, &unconsumed,
-			&p.Stats.Processing, &p.Stats.DeadLetter)
+			&p.Stats.Processing, &p.Stats.DeadLetter, &p.Consumed, &p.Batches, &p.LastConsumed)
 		p.Stats.Pending = unconsumed - p.Stats.Processing
 		p.Stats.Completed = p.Stats.Total - unconsumed - p.Stats.DeadLetter
 		return p, err

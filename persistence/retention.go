@@ -22,6 +22,7 @@ var ErrCleanupBusy = errors.New("cleanup skipped: another broker holds the clean
 type RetentionOptions struct {
 	BatchSize            int // rows per DELETE statement; < 1 means 1000
 	PartitionCleanupDays int // idle empty partitions older than this are deleted; 0 keeps them
+	StatsRetentionDays   int // per-minute statistics older than this are deleted; 0 keeps them
 }
 
 // RetentionReport counts what one retention run deleted.
@@ -29,10 +30,12 @@ type RetentionReport struct {
 	Expired    int64 // messages older than retention_seconds
 	Completed  int64 // consumed messages older than completed_retention_seconds
 	Partitions int64 // idle empty partitions
+	Stats      int64 // rows of per-minute statistics
 }
 
-// RunRetention applies the retention options of every queue with retention_enabled and removes
-// idle empty partitions. It returns ErrCleanupBusy at once when another session is cleaning up.
+// RunRetention applies the retention options of every queue with retention_enabled, removes
+// idle empty partitions and old statistics, and records what it deleted in the statistics. It
+// returns ErrCleanupBusy at once when another session is cleaning up.
 func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (RetentionReport, error) {
 	batch := o.BatchSize
 	if batch < 1 {
@@ -48,7 +51,12 @@ func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (Retention
 			return err
 		}
 		if o.PartitionCleanupDays > 0 {
-			rep.Partitions, err = s.deleteIdlePartitions(ctx, o.PartitionCleanupDays, batch)
+			if rep.Partitions, err = s.deleteIdlePartitions(ctx, o.PartitionCleanupDays, batch); err != nil {
+				return err
+			}
+		}
+		if o.StatsRetentionDays > 0 {
+			rep.Stats, err = s.pruneStats(ctx, o.StatsRetentionDays, batch)
 		}
 		return err
 	})
@@ -69,8 +77,8 @@ func (s *Store) RunEviction(ctx context.Context, batchSize int) (int64, error) {
 		// partition nobody has read is unconsumed from its start. Partitions whose every
 		// message is behind all cursors are not listed at all.
 		targets, err := s.listTargets(ctx, "list partitions to evict", `
-			SELECT id, cutoff, after, last_seq FROM (
-				SELECT p.id, p.last_seq, now() - make_interval(secs => q.max_wait_time_seconds) AS cutoff,
+			SELECT id, queue_id, cutoff, after, last_seq FROM (
+				SELECT p.id, p.queue_id, p.last_seq, now() - make_interval(secs => q.max_wait_time_seconds) AS cutoff,
 				       COALESCE((SELECT min(pc.cursor_seq) FROM queen.partition_consumers pc
 				                 WHERE pc.partition_id = p.id), 0) AS after
 				FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
@@ -79,14 +87,8 @@ func (s *Store) RunEviction(ctx context.Context, batchSize int) (int64, error) {
 		if err != nil {
 			return err
 		}
-		for _, t := range targets {
-			d, err := s.deleteMessages(ctx, t, batchSize)
-			n += d
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		n, err = s.deleteTargets(ctx, targets, batchSize, cleanupEviction)
+		return err
 	})
 	return n, err
 }
@@ -116,14 +118,15 @@ func (s *Store) withCleanupLock(ctx context.Context, fn func() error) error {
 // messages pushed while it works.
 type deleteTarget struct {
 	partition uuid.UUID
+	queue     uuid.UUID
 	cutoff    time.Time
 	after     int64
 	upTo      int64
 }
 
-// listTargets reads (partition id, cutoff, after, upTo) rows in full before any deletion
-// starts: an open result set would hold a second connection besides the lock's, and a pool of
-// two would then have none left for the deletes.
+// listTargets reads (partition id, queue id, cutoff, after, upTo) rows in full before any
+// deletion starts: an open result set would hold a second connection besides the lock's, and a
+// pool of two would then have none left for the deletes.
 func (s *Store) listTargets(ctx context.Context, what, query string) ([]deleteTarget, error) {
 	rows, err := s.pool.Query(ctx, query)
 	if err != nil {
@@ -131,7 +134,7 @@ func (s *Store) listTargets(ctx context.Context, what, query string) ([]deleteTa
 	}
 	targets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (deleteTarget, error) {
 		var t deleteTarget
-		err := row.Scan(&t.partition, &t.cutoff, &t.after, &t.upTo)
+		err := row.Scan(&t.partition, &t.queue, &t.cutoff, &t.after, &t.upTo)
 		return t, err
 	})
 	if err != nil {
@@ -140,25 +143,38 @@ func (s *Store) listTargets(ctx context.Context, what, query string) ([]deleteTa
 	return targets, nil
 }
 
+// deleteTargets deletes the messages of every target and records in the statistics, as kind,
+// what it deleted by queue (what it deleted before failing too).
+func (s *Store) deleteTargets(ctx context.Context, targets []deleteTarget, batch int, kind cleanupKind) (int64, error) {
+	var n int64
+	byQueue := map[uuid.UUID]int64{}
+	var err error
+	for _, t := range targets {
+		var d int64
+		d, err = s.deleteMessages(ctx, t, batch)
+		n += d
+		byQueue[t.queue] += d
+		if err != nil {
+			break
+		}
+	}
+	if rerr := s.recordCleanup(ctx, kind, byQueue); err == nil {
+		err = rerr
+	}
+	return n, err
+}
+
 // deleteExpired deletes every message, consumed or not, older than its queue's
 // retention_seconds.
 func (s *Store) deleteExpired(ctx context.Context, batch int) (int64, error) {
 	targets, err := s.listTargets(ctx, "list partitions for retention", `
-		SELECT p.id, now() - make_interval(secs => q.retention_seconds), 0::int8, p.last_seq
+		SELECT p.id, q.id, now() - make_interval(secs => q.retention_seconds), 0::int8, p.last_seq
 		FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
 		WHERE q.retention_enabled AND q.retention_seconds > 0 AND p.last_seq > 0`)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, t := range targets {
-		d, err := s.deleteMessages(ctx, t, batch)
-		n += d
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return s.deleteTargets(ctx, targets, batch, cleanupRetention)
 }
 
 // deleteCompleted deletes the messages older than their queue's completed_retention_seconds
@@ -166,25 +182,17 @@ func (s *Store) deleteExpired(ctx context.Context, batch int) (int64, error) {
 // partition without consumer rows has consumed nothing and is left alone.
 func (s *Store) deleteCompleted(ctx context.Context, batch int) (int64, error) {
 	targets, err := s.listTargets(ctx, "list partitions for completed retention", `
-		SELECT p.id, now() - make_interval(secs => q.completed_retention_seconds), 0::int8, min(pc.cursor_seq)
+		SELECT p.id, q.id, now() - make_interval(secs => q.completed_retention_seconds), 0::int8, min(pc.cursor_seq)
 		FROM queen.queues q
 		JOIN queen.partitions p ON p.queue_id = q.id
 		JOIN queen.partition_consumers pc ON pc.partition_id = p.id
 		WHERE q.retention_enabled AND q.completed_retention_seconds > 0
-		GROUP BY p.id, q.completed_retention_seconds
+		GROUP BY p.id, q.id
 		HAVING min(pc.cursor_seq) > 0`)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, t := range targets {
-		d, err := s.deleteMessages(ctx, t, batch)
-		n += d
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return s.deleteTargets(ctx, targets, batch, cleanupCompleted)
 }
 
 // deleteMessages deletes the messages of t, batch rows per statement in sequence order, until a
@@ -226,24 +234,34 @@ func (s *Store) deleteMessages(ctx context.Context, t deleteTarget, batch int) (
 // creates the partition anew.
 func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int64, error) {
 	var total int64
+	byQueue := map[uuid.UUID]int64{}
 	for {
-		tag, err := s.pool.Exec(ctx, `
-			DELETE FROM queen.partitions WHERE id IN (
-				SELECT p.id FROM queen.partitions p
-				WHERE GREATEST(p.created_at, p.last_message_at) < now() - make_interval(days => $1)
-				  AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.id)
-				  AND NOT EXISTS (
-					SELECT 1 FROM queen.partition_consumers pc WHERE pc.partition_id = p.id
-					  AND (pc.lease_expires_at > now()
-					       OR GREATEST(pc.created_at, pc.last_consumed_at) >= now() - make_interval(days => $1)))
-				LIMIT $2
-				FOR UPDATE SKIP LOCKED)`, days, batch)
+		rows, err := s.pool.Query(ctx, `
+			WITH gone AS (
+				DELETE FROM queen.partitions WHERE id IN (
+					SELECT p.id FROM queen.partitions p
+					WHERE GREATEST(p.created_at, p.last_message_at) < now() - make_interval(days => $1)
+					  AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.id)
+					  AND NOT EXISTS (
+						SELECT 1 FROM queen.partition_consumers pc WHERE pc.partition_id = p.id
+						  AND (pc.lease_expires_at > now()
+						       OR GREATEST(pc.created_at, pc.last_consumed_at) >= now() - make_interval(days => $1)))
+					LIMIT $2
+					FOR UPDATE SKIP LOCKED)
+				RETURNING queue_id)
+			SELECT queue_id, count(*) FROM gone GROUP BY queue_id`, days, batch)
 		if err != nil {
 			return total, fmt.Errorf("cannot delete idle partitions: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
+		var id uuid.UUID
+		var n, deleted int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error { byQueue[id] += n; deleted += n; return nil })
+		if err != nil {
+			return total, fmt.Errorf("cannot delete idle partitions: %w", err)
+		}
+		total += deleted
+		if deleted < int64(batch) {
+			return total, s.recordCleanup(ctx, cleanupPartitions, byQueue)
 		}
 	}
 }

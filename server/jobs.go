@@ -22,7 +22,7 @@ type jobs struct {
 // reading the log to know a job ran.
 type jobRun struct {
 	job     string // "retention" or "eviction"
-	deleted int64  // messages and partitions removed
+	deleted int64  // messages, partitions and statistics rows removed
 	err     error
 }
 
@@ -62,10 +62,11 @@ func (j *jobs) loop(ctx context.Context, store *persistence.Store, cfg config.Co
 			start := time.Now()
 			rep, err := store.RunRetention(ctx, persistence.RetentionOptions{
 				BatchSize: cfg.RetentionBatchSize, PartitionCleanupDays: cfg.PartitionCleanupDays,
+				StatsRetentionDays: cfg.StatsRetentionDays,
 			})
 			counts := []any{"expired_messages", rep.Expired, "completed_messages", rep.Completed,
-				"partitions", rep.Partitions, "duration", time.Since(start)}
-			deleted := rep.Expired + rep.Completed + rep.Partitions
+				"partitions", rep.Partitions, "duration", time.Since(start), "stats_rows", rep.Stats}
+			deleted := rep.Expired + rep.Completed + rep.Partitions + rep.Stats
 			if ok(ctx, log, "retention", err, counts) && deleted > 0 {
 				log.Info("retention deleted", counts...)
 			}

@@ -22,17 +22,23 @@ import (
 // observability is the broker's metrics service (docs/operations.md, Observability): the
 // telemetry that the HTTP handlers feed and the other subsystems register their counters in,
 // the live gauges of what server wires (pool, spool, maintenance), the periodic database read
-// behind the per-queue, per-group and cluster-wide families, and the rates log line.
+// behind the per-queue, per-group and cluster-wide families, the per-minute statistics of the
+// status and analytics routes (stats.go), and the rates log line.
 type observability struct {
 	cfg config.Config
 	log *slog.Logger
 	tel *telemetry.Broker
 
 	store  *persistence.Store
+	stats  *stats
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
 	// reads asks the read loop for a read now and takes its outcome (RefreshMetrics).
 	reads chan chan error
+	// flushes asks the read loop for a statistics flush now (FlushStats, POST /api/v1/stats/refresh).
+	flushes chan chan flushOutcome
+	// flushFailing: the last statistics flush failed (logged once per outage).
+	flushFailing bool
 	// flushed are the broker-wide counters already added to queen.broker_counters; only the
 	// read loop touches them.
 	flushed  map[string]int64
@@ -43,15 +49,25 @@ type observability struct {
 
 func newObservability(cfg config.Config, log *slog.Logger) *observability {
 	return &observability{
-		cfg: cfg, log: log.With("subsystem", "metrics"), tel: telemetry.New(cfg.MetricsRefresh > 0),
-		reads: make(chan chan error), flushed: map[string]int64{},
+		cfg: cfg, log: log.With("subsystem", "metrics"), tel: telemetry.New(),
+		reads: make(chan chan error), flushes: make(chan chan flushOutcome), flushed: map[string]int64{},
 	}
 }
 
-// start registers the live gauges of the subsystems and starts the periodic read (when
-// QUEEN_METRICS_REFRESH_MS is not 0) and the rates window.
+// flushOutcome is what a statistics flush wrote and how many queues it forgot, or why it
+// failed.
+type flushOutcome struct {
+	flushed   persistence.FlushedStats
+	forgotten int
+	err       error
+}
+
+// start registers the live gauges of the subsystems and starts the read loop (the periodic
+// read when QUEEN_METRICS_REFRESH_MS is not 0, the statistics flush every minute) and the
+// rates window.
 func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *actors.Maintenance, healthy *atomic.Bool, act *actors.System) {
 	o.store = store
+	o.stats = newStats(o.cfg, o.tel, store, act)
 	store.OnError(o.tel.DBError)
 	set := o.tel.Set
 	gauge := func(name string, f func() float64) { set.NewGauge(name, f) }
@@ -84,44 +100,102 @@ func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *
 			}
 			return -1
 		})
-		o.loops.Add(1)
-		go o.readLoop(ctx)
 	}
-	o.loops.Add(1)
+	o.loops.Add(2)
+	go o.readLoop(ctx)
 	go o.ratesLoop(ctx, act, sp)
 }
 
 // stop ends both loops, then adds what was counted since the last read to the cluster's
-// counters, so that a restart loses none of it.
+// counters and flushes the statistics, so that a restart loses none of it.
 func (o *observability) stop() {
 	if o.cancel == nil {
 		return
 	}
 	o.cancel()
 	o.loops.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	if o.cfg.MetricsRefresh > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
 		_ = o.read(ctx)
 	}
+	o.flush(ctx)
 }
 
-// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS, and whenever asked.
+// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS, sampling the statistics'
+// figures each time; it flushes the statistics at the start of every minute; and it does
+// either whenever asked.
 func (o *observability) readLoop(ctx context.Context) {
 	defer o.loops.Done()
-	_ = o.read(ctx)
-	t := time.NewTicker(o.cfg.MetricsRefresh)
-	defer t.Stop()
+	if o.cfg.MetricsRefresh > 0 {
+		_ = o.read(ctx)
+	}
+	reads := tick(o.cfg.MetricsRefresh)
+	defer reads.Stop()
+	minute := time.NewTimer(nextMinute())
+	defer minute.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-reads.C:
+			o.stats.sample()
 			_ = o.read(ctx)
 		case reply := <-o.reads:
 			reply <- o.read(ctx)
+		case <-minute.C:
+			o.flush(ctx)
+			minute.Reset(nextMinute())
+		case reply := <-o.flushes:
+			reply <- o.flush(ctx)
 		}
 	}
+}
+
+// flush adds the window's statistics to this broker's rows. A failure is counted as a
+// database error and logged once per outage; the window waits for the next flush.
+func (o *observability) flush(ctx context.Context) flushOutcome {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestDeadline)
+	defer cancel()
+	out, forgotten, err := o.stats.flush(ctx)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			o.tel.DBError()
+		}
+		if !o.flushFailing {
+			o.log.Warn("statistics flush failed; the counts wait for the next one", "err", err)
+		}
+		o.flushFailing = true
+		return flushOutcome{err: err}
+	}
+	if o.flushFailing {
+		o.log.Info("statistics flush recovered")
+	}
+	o.flushFailing = false
+	return flushOutcome{flushed: out, forgotten: forgotten}
+}
+
+// flushNow runs a statistics flush through the read loop and returns its outcome.
+func (o *observability) flushNow(ctx context.Context) (flushOutcome, error) {
+	reply := make(chan flushOutcome, 1)
+	select {
+	case o.flushes <- reply:
+	case <-ctx.Done():
+		return flushOutcome{}, ctx.Err()
+	}
+	select {
+	case r := <-reply:
+		return r, r.err
+	case <-ctx.Done():
+		return flushOutcome{}, ctx.Err()
+	}
+}
+
+// FlushStats flushes this broker's per-minute statistics now (tests, which would otherwise
+// wait for the minute to end).
+func (b *Broker) FlushStats(ctx context.Context) error {
+	_, err := b.obs.flushNow(ctx)
+	return err
 }
 
 // read adds this broker's counters to the cluster's, reads the backlogs and the cluster's

@@ -6,6 +6,7 @@ import (
 
 	"queen/actors"
 	"queen/config"
+	queenhttp "queen/http"
 	"queen/mesh"
 	"queen/persistence"
 	"queen/seal"
@@ -13,7 +14,7 @@ import (
 )
 
 // operations is the control surface the HTTP routes use (http.Control), over the services that
-// own each part: maintenance flags, the spool and its drain, the mesh.
+// own each part: maintenance flags, the spool and its drain, the mesh, the statistics.
 type operations struct {
 	cfg    config.Config
 	maint  *maintenance
@@ -21,6 +22,15 @@ type operations struct {
 	actors *actors.System
 	peers  peers
 	mesh   *mesh.Mesh // nil without peers
+	obs    *observability
+}
+
+// RefreshStats flushes this broker's per-minute statistics now.
+func (o *operations) RefreshStats(ctx context.Context) (queenhttp.StatsRefresh, error) {
+	out, err := o.obs.flushNow(ctx)
+	f := out.flushed
+	return queenhttp.StatsRefresh{Queues: f.Queues, Partitions: f.Partitions, Namespaces: f.Namespaces, Tasks: f.Tasks,
+		Forgotten: out.forgotten}, err
 }
 
 func (o *operations) SetMaintenance(ctx context.Context, on bool) error {

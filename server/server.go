@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	handler := queenhttp.New(queenhttp.Deps{
 		Config: cfg, Store: store, Actors: b.actors, Ack: ack, Log: log, Version: Version, Telemetry: obs.tel,
 		Maintenance: flags, Auth: verifier, PayloadKey: enc.key, EncryptedQueues: enc.queues,
-		Control: &operations{cfg: cfg, maint: maint, drain: dr, actors: b.actors, peers: link, mesh: m},
+		Control: &operations{cfg: cfg, maint: maint, drain: dr, actors: b.actors, peers: link, mesh: m, obs: obs},
 	})
 	if b.front, err = startFront(cfg, log, handler, opts.Listener); err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func logSettings(c config.Config, log *slog.Logger) {
 		"pop_wait_max", c.PopWaitMaxInterval, "max_parked_per_queue", c.MaxParkedPerQueue, "max_parked", c.MaxParked)
 	log.Info("config: jobs", "retention_interval", c.RetentionInterval, "retention_batch_size", c.RetentionBatchSize,
 		"eviction_interval", c.EvictionInterval, "eviction_batch_size", c.EvictionBatchSize,
-		"partition_cleanup_days", c.PartitionCleanupDays)
+		"partition_cleanup_days", c.PartitionCleanupDays, "stats_retention_days", c.StatsRetentionDays)
 	log.Info("config: file_buffer", "dir", c.SpoolDir, "flush", c.SpoolFlush, "max_batch", c.SpoolMaxBatch,
 		"db_wait", c.SpoolAfter, "flags_refresh", c.FlagsRefresh)
 	log.Info("config: security", "encryption_key", secret(c.EncryptionKey), "tenancy_header", c.TenancyHeader,

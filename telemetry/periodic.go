@@ -41,7 +41,7 @@ func (b *Broker) Publish(r Read) Dropped {
 	}
 	for name, c := range r.Counted {
 		if !exists[name] {
-			b.forgetQueue(name, c)
+			b.ForgetQueue(name, c)
 		}
 	}
 	counts := b.QueueCounts()

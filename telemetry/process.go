@@ -12,6 +12,7 @@ import (
 // Process are this process's memory and CPU figures, for GET /metrics.
 type Process struct {
 	RSS       int64  // resident memory, bytes (0 where /proc is missing)
+	Virtual   int64  // virtual memory, bytes (0 where /proc is missing)
 	HeapUsed  uint64 // bytes of heap objects, live or not yet swept
 	HeapTotal uint64 // bytes of heap the runtime holds, used or free, not released to the system
 	CPUUser   time.Duration
@@ -27,7 +28,8 @@ var heapSamples = []rtmetrics.Sample{
 // ReadProcess reads the figures. It does not stop the world (runtime/metrics, not
 // runtime.ReadMemStats), so a busy scrape does not pause the broker.
 func ReadProcess() Process {
-	p := Process{RSS: residentBytes()}
+	var p Process
+	p.Virtual, p.RSS = statm()
 	samples := make([]rtmetrics.Sample, len(heapSamples))
 	copy(samples, heapSamples)
 	rtmetrics.Read(samples)
@@ -48,19 +50,28 @@ func ReadProcess() Process {
 	return p
 }
 
-// residentBytes reads the resident set size from /proc/self/statm (its second field, in pages).
+// residentBytes is the resident set size.
 func residentBytes() int64 {
+	_, rss := statm()
+	return rss
+}
+
+// statm reads the virtual and resident sizes from /proc/self/statm (its first two fields, in
+// pages); zeros where it cannot be read.
+func statm() (virtual, resident int64) {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	fields := bytes.Fields(b)
 	if len(fields) < 2 {
-		return 0
+		return 0, 0
 	}
-	pages, err := strconv.ParseInt(string(fields[1]), 10, 64)
-	if err != nil {
-		return 0
+	v, err1 := strconv.ParseInt(string(fields[0]), 10, 64)
+	r, err2 := strconv.ParseInt(string(fields[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0
 	}
-	return pages * int64(os.Getpagesize())
+	page := int64(os.Getpagesize())
+	return v * page, r * page
 }

@@ -61,7 +61,7 @@ func sampleRead() Read {
 // Every family of the page has a help text and a type, the page parses, and every queen_
 // family on it is in the catalogue.
 func TestPageParsesWithHelpOnEveryFamily(t *testing.T) {
-	b := New(true)
+	b := New()
 	b.Request(Push, time.Millisecond)
 	b.Pushed(tenantQueue, 3)
 	b.Publish(sampleRead())
@@ -93,7 +93,7 @@ func TestPageParsesWithHelpOnEveryFamily(t *testing.T) {
 // A tenant's queue is labelled with the name its tenant knows, escaped, and a tenant label;
 // a queue of the default tenant has no tenant label.
 func TestQueueLabels(t *testing.T) {
-	b := New(true)
+	b := New()
 	b.Pushed(tenantQueue, 3)
 	b.Pushed(q("small"), 1)
 	b.Publish(sampleRead())
@@ -116,7 +116,7 @@ func TestQueueLabels(t *testing.T) {
 // Over the cap, the queues with the largest backlog and the groups furthest behind keep their
 // series; what was left out is counted; the cluster-wide families still count everything.
 func TestSeriesCap(t *testing.T) {
-	b := New(true)
+	b := New()
 	r := sampleRead()
 	r.MaxSeries = 1
 	if d := b.Publish(r); d.Queues != 2 || d.Groups != 1 {
@@ -154,7 +154,7 @@ func TestSeriesCap(t *testing.T) {
 // The counts of a queue that the read no longer finds are forgotten, unless the queue was
 // counted for the first time while the read ran.
 func TestPublishForgetsDeletedQueues(t *testing.T) {
-	b := New(true)
+	b := New()
 	b.Pushed(q("gone"), 1)
 	counted := b.QueueCounts()
 	b.Pushed(q("new"), 1) // created after the read's snapshot
@@ -185,16 +185,16 @@ func TestQuantiles(t *testing.T) {
 // A window's rates: per second over the window, the busiest queues by push+pop, the answer
 // times of the window only.
 func TestSampler(t *testing.T) {
-	b := New(true)
+	b := New()
 	b.Pushed(q("before"), 100) // before the first window: not in it
 	s := b.NewSampler(0)
 	for range 4 {
 		b.Request(Push, 2*time.Millisecond)
 	}
 	b.Pushed(q("a"), 10)
-	b.Popped(q("b"), 30)
-	b.Popped(q(""), 0)
-	b.Acked(q("a"), true)
+	b.Popped(q("b"), make([]persistence.Message, 30))
+	b.Popped(q(""), nil)
+	b.Acked(q("a"), true, true)
 	r := s.Sample(2 * time.Second)
 	secs := r.Window.Seconds()
 	for name, want := range map[string]float64{"push_requests": 4, "push_messages": 10, "pop_messages": 30, "pop_empty": 1, "ack_messages": 1, "dlq": 1} {
@@ -231,5 +231,39 @@ func TestEveryFamilyIsDocumented(t *testing.T) {
 				t.Errorf("%s does not document %s", doc, f.Name)
 			}
 		}
+	}
+}
+
+// What the per-minute statistics read of a queue: requests and outcomes by queue, the lag of
+// delivered messages (the largest taken once), empty pops; a namespace pop that found no queue
+// counts for the broker only.
+func TestQueueCountsForStatistics(t *testing.T) {
+	b := New()
+	now := time.Now()
+	b.Pushed(q("a"), 2)
+	b.Transacted(q("a"), 1)
+	b.Popped(q("a"), []persistence.Message{{CreatedAt: now.Add(-time.Hour)}, {CreatedAt: now.Add(-time.Minute)}})
+	b.Popped(q("a"), nil)
+	b.Popped(persistence.QueueName{}, nil)
+	b.Acked(q("a"), false, false)
+	b.Acked(q("a"), true, true)
+	b.AckRequest(q("a"))
+	c := b.QueueCounts()[q("a")]
+	if len(b.QueueCounts()) != 1 || c.Pushed.Load() != 3 || c.PushRequests.Load() != 1 || c.Transactions.Load() != 1 ||
+		c.PopRequests.Load() != 2 || c.Popped.Load() != 2 || c.PopEmpty.Load() != 1 || c.Acked.Load() != 2 ||
+		c.AckFailed.Load() != 1 || c.DeadLettered.Load() != 1 || c.AckRequests.Load() != 1 {
+		t.Fatalf("counts: %+v", c)
+	}
+	if lag := c.LagSumMs.Load(); lag < 3660000 || lag > 3670000 {
+		t.Errorf("lag sum %d ms, want an hour and a minute", lag)
+	}
+	if top := c.TakeLagMax(); top < 3600000 || top > 3610000 {
+		t.Errorf("largest lag %d ms, want an hour", top)
+	}
+	if top := c.TakeLagMax(); top != 0 {
+		t.Errorf("largest lag taken twice: %d", top)
+	}
+	if tot := b.Totals(); tot["pop_empty"] != 2 || tot["push_messages"] != 3 || tot["dlq"] != 1 {
+		t.Errorf("totals %v", tot)
 	}
 }

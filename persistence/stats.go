@@ -1,0 +1,327 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The per-minute statistics (migrations/0003_stats.sql): each broker adds what it counted to
+// its rows of queen.stats_queues and queen.stats_brokers (FlushStats), the retention job adds
+// what it deleted and prunes old rows, and the status and analytics routes sum the brokers'
+// rows (stats_read.go).
+
+// QueueCounters are the counts of one queue: what a broker counted since its previous flush,
+// or the sums over the brokers of a span of minutes.
+type QueueCounters struct {
+	PushRequests int64 // push requests that stored messages in the queue (or tried to)
+	PushMessages int64 // messages stored, by pushes and transactions
+	PopRequests  int64
+	PopMessages  int64
+	PopEmpty     int64 // pops that delivered nothing
+	AckRequests  int64 // ack requests with an acknowledgement applied on the queue
+	AckSuccess   int64 // applied acknowledgements that completed a message
+	AckFailed    int64 // applied acknowledgements that reported a failure (failed, retry, dlq)
+	DLQ          int64 // messages dead-lettered by them
+	Transactions int64 // committed transactions that pushed to or acknowledged on the queue
+	LagSumMs     int64 // ages of the delivered messages when popped, summed
+	LagMaxMs     int64
+}
+
+// QueueStats is what a broker counted for one queue since its previous flush.
+type QueueStats struct {
+	Queue QueueName
+	QueueCounters
+	ParkedSum int64 // parked long-polls, summed over the broker's samples
+}
+
+// queueStatsColumns are the counter columns of queen.stats_queues a flush adds to, in the
+// order of QueueStats.counters; lag_max_ms is merged apart (the largest wins).
+var queueStatsColumns = []string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
+	"ack_requests", "ack_success", "ack_failed", "dlq", "transactions", "lag_sum_ms", "parked_sum"}
+
+func (q QueueStats) counters() []int64 {
+	return append(q.QueueCounters.sums(), q.ParkedSum)
+}
+
+// sums are the counters that add up, in the order of queueStatsColumns.
+func (c *QueueCounters) sums() []int64 {
+	return []int64{c.PushRequests, c.PushMessages, c.PopRequests, c.PopMessages, c.PopEmpty,
+		c.AckRequests, c.AckSuccess, c.AckFailed, c.DLQ, c.Transactions, c.LagSumMs}
+}
+
+// sumTargets are scan targets of sums, in the same order.
+func (c *QueueCounters) sumTargets() []any {
+	return []any{&c.PushRequests, &c.PushMessages, &c.PopRequests, &c.PopMessages, &c.PopEmpty,
+		&c.AckRequests, &c.AckSuccess, &c.AckFailed, &c.DLQ, &c.Transactions, &c.LagSumMs}
+}
+
+// Gauge is a figure sampled several times between two flushes.
+type Gauge struct {
+	Samples       int
+	Sum, Min, Max float64
+	Last          float64
+}
+
+// Add records one sample.
+func (g *Gauge) Add(v float64) {
+	if g.Samples == 0 || v < g.Min {
+		g.Min = v
+	}
+	if g.Samples == 0 || v > g.Max {
+		g.Max = v
+	}
+	g.Samples++
+	g.Sum += v
+	g.Last = v
+}
+
+// nullable returns v, or nil when nothing was sampled.
+func (g Gauge) nullable(v float64) *float64 {
+	if g.Samples == 0 {
+		return nil
+	}
+	return &v
+}
+
+// BrokerGauge names one of the figures a broker samples.
+type BrokerGauge int
+
+// The sampled figures, in the order of BrokerStats.Gauges.
+const (
+	GaugeCPUUser    BrokerGauge = iota // CPU time in user mode over wall time, in 1/100 %
+	GaugeCPUSystem                     // the same in system mode
+	GaugeRSS                           // resident memory, bytes
+	GaugeVSZ                           // virtual memory, bytes
+	GaugePoolSize                      // connections the pool may open
+	GaugePoolIdle                      // open connections not in use
+	GaugePoolActive                    // connections in use
+	GaugePoolFree                      // connections the pool could still hand out (size - in use)
+	NGauges
+)
+
+// brokerGaugeColumns are the column prefixes of the gauges in queen.stats_brokers.
+var brokerGaugeColumns = [NGauges]string{"cpu_user", "cpu_system", "rss", "vsz", "pool_size", "pool_idle", "pool_active", "pool_free"}
+
+// BrokerStats is what a broker counted over every queue since its previous flush, and the
+// figures it sampled.
+type BrokerStats struct {
+	PushRequests, PushMessages, PopRequests, PopMessages, PopEmpty   int64
+	AckRequests, AckMessages, AckFailed, Transactions, DLQ, DBErrors int64
+	LagSumMs, LagMaxMs                                               int64
+	Samples                                                          int
+	Gauges                                                           [NGauges]Gauge
+}
+
+// brokerStatsColumns are the counter columns of queen.stats_brokers a flush adds to, in the
+// order of BrokerStats.counters.
+var brokerStatsColumns = []string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
+	"ack_requests", "ack_messages", "ack_failed", "transactions", "dlq", "db_errors", "lag_sum_ms"}
+
+func (b BrokerStats) counters() []int64 {
+	return []int64{b.PushRequests, b.PushMessages, b.PopRequests, b.PopMessages, b.PopEmpty,
+		b.AckRequests, b.AckMessages, b.AckFailed, b.Transactions, b.DLQ, b.DBErrors, b.LagSumMs}
+}
+
+// StatsFlush is one broker's flush into one minute.
+type StatsFlush struct {
+	ServerID string
+	Port     int
+	Bucket   time.Time // the start of the minute
+	Broker   BrokerStats
+	// Queues are the queues with something to add; only those that exist get rows.
+	Queues []QueueStats
+}
+
+// brokerUpsert adds a flush to its broker row: counters and gauge sums add up, the smallest
+// and largest samples are kept, the last sample replaces the previous one.
+var brokerUpsert = func() string {
+	cols := append([]string{"bucket", "server_id", "port", "samples", "lag_max_ms"}, brokerStatsColumns...)
+	sets := []string{"port = EXCLUDED.port", "updated_at = now()", "samples = s.samples + EXCLUDED.samples",
+		"lag_max_ms = GREATEST(s.lag_max_ms, EXCLUDED.lag_max_ms)"}
+	for _, c := range brokerStatsColumns {
+		sets = append(sets, c+" = s."+c+" + EXCLUDED."+c)
+	}
+	for _, g := range brokerGaugeColumns {
+		cols = append(cols, g+"_sum", g+"_min", g+"_max", g+"_last")
+		sets = append(sets, g+"_sum = s."+g+"_sum + EXCLUDED."+g+"_sum",
+			g+"_min = LEAST(s."+g+"_min, EXCLUDED."+g+"_min)",
+			g+"_max = GREATEST(s."+g+"_max, EXCLUDED."+g+"_max)",
+			g+"_last = COALESCE(EXCLUDED."+g+"_last, s."+g+"_last)")
+	}
+	params := make([]string, len(cols))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return `INSERT INTO queen.stats_brokers AS s (` + strings.Join(cols, ", ") + `)
+		VALUES (` + strings.Join(params, ", ") + `)
+		ON CONFLICT (bucket, server_id) DO UPDATE SET ` + strings.Join(sets, ", ")
+}()
+
+// queueUpsert adds a flush's queues to their rows ($1 bucket, $2 server id, $3 samples, $4 the
+// stored names, $5 the largest lags, then one array per counter column). Queues that do not
+// exist are left out; each row records the queue's partition count. Rows are written in queue
+// id order, the lock order of two brokers sharing a server id.
+var queueUpsert = func() string {
+	cols, sel, args, sets := []string{}, []string{}, []string{}, []string{}
+	for i, c := range queueStatsColumns {
+		cols = append(cols, c)
+		sel = append(sel, "t."+c)
+		args = append(args, fmt.Sprintf("$%d::int8[]", i+6))
+		sets = append(sets, c+" = s."+c+" + EXCLUDED."+c)
+	}
+	return `INSERT INTO queen.stats_queues AS s (bucket, queue_id, server_id, samples, lag_max_ms, partition_count, ` +
+		strings.Join(cols, ", ") + `)
+		SELECT $1::timestamptz, q.id, $2::text, $3::int4, t.lag_max_ms,
+		       (SELECT count(*) FROM queen.partitions p WHERE p.queue_id = q.id), ` + strings.Join(sel, ", ") + `
+		FROM unnest($4::text[], $5::int8[], ` + strings.Join(args, ", ") + `) AS t(name, lag_max_ms, ` + strings.Join(cols, ", ") + `)
+		JOIN queen.queues q ON q.name = t.name
+		WHERE t.lag_max_ms <> 0 OR t.` + strings.Join(cols, " <> 0 OR t.") + ` <> 0
+		ORDER BY q.id
+		ON CONFLICT (bucket, queue_id, server_id) DO UPDATE SET
+			samples = s.samples + EXCLUDED.samples, lag_max_ms = GREATEST(s.lag_max_ms, EXCLUDED.lag_max_ms),
+			partition_count = EXCLUDED.partition_count, ` + strings.Join(sets, ", ") + `
+		RETURNING partition_count, (SELECT namespace FROM queen.queues WHERE id = queue_id),
+			(SELECT task FROM queen.queues WHERE id = queue_id)`
+}()
+
+// FlushedStats is what a flush wrote.
+type FlushedStats struct {
+	Exist      map[QueueName]bool // the flush's queues that exist; the others got no row
+	Queues     int                // queue rows added to (queues with something to add)
+	Partitions int64              // the partitions of those queues
+	Namespaces int                // their distinct namespaces and tasks ("" included)
+	Tasks      int
+}
+
+// FlushStats adds f to the broker's rows in one round trip and one implicit transaction (a
+// failure adds nothing, and the caller keeps the counts for its next flush). A queue of f with
+// nothing to add gets no row, but is looked up all the same: Exist tells the caller which of
+// its queues still exist.
+func (s *Store) FlushStats(ctx context.Context, f StatsFlush) (FlushedStats, error) {
+	out := FlushedStats{Exist: map[QueueName]bool{}}
+	b := f.Broker
+	args := []any{f.Bucket, f.ServerID, f.Port, b.Samples, b.LagMaxMs}
+	for _, v := range b.counters() {
+		args = append(args, v)
+	}
+	for _, g := range b.Gauges {
+		args = append(args, g.Sum, g.nullable(g.Min), g.nullable(g.Max), g.nullable(g.Last))
+	}
+	names := make([]string, len(f.Queues))
+	lagMax := make([]int64, len(f.Queues))
+	columns := make([][]int64, len(queueStatsColumns))
+	for i, q := range f.Queues {
+		names[i], lagMax[i] = q.Queue.Stored(), q.LagMaxMs
+		for c, v := range q.counters() {
+			columns[c] = append(columns[c], v)
+		}
+	}
+	qargs := []any{f.Bucket, f.ServerID, b.Samples, names, lagMax}
+	for _, c := range columns {
+		qargs = append(qargs, c)
+	}
+
+	batch := &pgx.Batch{}
+	batch.Queue(brokerUpsert, args...)
+	batch.Queue(queueUpsert, qargs...)
+	batch.Queue(`SELECT name FROM queen.queues WHERE name = ANY($1::text[])`, names)
+	br := s.pool.SendBatch(ctx, batch)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return out, fmt.Errorf("cannot add to the broker's statistics: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return out, fmt.Errorf("cannot add to the queues' statistics: %w", err)
+	}
+	namespaces, tasks := map[string]bool{}, map[string]bool{}
+	var partitions int64
+	var namespace, task string
+	_, err = pgx.ForEachRow(rows, []any{&partitions, &namespace, &task}, func() error {
+		out.Queues++
+		out.Partitions += partitions
+		namespaces[namespace], tasks[task] = true, true
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("cannot add to the queues' statistics: %w", err)
+	}
+	out.Namespaces, out.Tasks = len(namespaces), len(tasks)
+	if rows, err = br.Query(); err != nil {
+		return out, fmt.Errorf("cannot look up the counted queues: %w", err)
+	}
+	var name QueueName
+	if _, err := pgx.ForEachRow(rows, []any{&name}, func() error { out.Exist[name] = true; return nil }); err != nil {
+		return out, fmt.Errorf("cannot look up the counted queues: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return out, fmt.Errorf("cannot finish the statistics flush: %w", err)
+	}
+	return out, nil
+}
+
+// cleanupKind is what a retention step deleted, the column of queen.stats_queues it adds to.
+type cleanupKind string
+
+const (
+	cleanupRetention  cleanupKind = "retention_messages" // older than retention_seconds
+	cleanupCompleted  cleanupKind = "completed_messages" // consumed, older than completed_retention_seconds
+	cleanupEviction   cleanupKind = "eviction_messages"  // waited longer than max_wait_time_seconds
+	cleanupPartitions cleanupKind = "partitions_deleted" // idle empty partitions
+)
+
+// recordCleanup adds what a retention step deleted, by queue id, to the current minute's rows.
+// They belong to no broker (server_id ”): one broker at a time cleans up for the cluster. A
+// deletion of messages counts as one cleanup event per queue.
+func (s *Store) recordCleanup(ctx context.Context, kind cleanupKind, byQueue map[uuid.UUID]int64) error {
+	ids := make([]uuid.UUID, 0, len(byQueue))
+	counts := make([]int64, 0, len(byQueue))
+	for id, n := range byQueue {
+		if n > 0 {
+			ids, counts = append(ids, id), append(counts, n)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	events := 1
+	if kind == cleanupPartitions {
+		events = 0
+	}
+	col := string(kind)
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO queen.stats_queues AS s (bucket, queue_id, server_id, `+col+`, cleanup_events)
+		SELECT date_trunc('minute', now()), t.id, '', t.n, $3::int8 FROM unnest($1::uuid[], $2::int8[]) AS t(id, n)
+		ORDER BY t.id
+		ON CONFLICT (bucket, queue_id, server_id) DO UPDATE SET
+			`+col+` = s.`+col+` + EXCLUDED.`+col+`, cleanup_events = s.cleanup_events + EXCLUDED.cleanup_events`,
+		ids, counts, events)
+	if err != nil {
+		return fmt.Errorf("cannot record the %s of retention: %w", strings.ReplaceAll(col, "_", " "), err)
+	}
+	return nil
+}
+
+// pruneStats deletes the statistics older than days, batch rows per statement.
+func (s *Store) pruneStats(ctx context.Context, days, batch int) (int64, error) {
+	var total int64
+	for _, table := range []string{"queen.stats_queues", "queen.stats_brokers"} {
+		for {
+			tag, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE ctid IN (
+				SELECT ctid FROM `+table+` WHERE bucket < now() - make_interval(days => $1) LIMIT $2)`, days, batch)
+			if err != nil {
+				return total, fmt.Errorf("cannot delete old statistics from %s: %w", table, err)
+			}
+			total += tag.RowsAffected()
+			if tag.RowsAffected() < int64(batch) {
+				break
+			}
+		}
+	}
+	return total, nil
+}

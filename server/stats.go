@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"queen/actors"
+	"queen/config"
+	"queen/persistence"
+	"queen/telemetry"
+)
+
+// stats turns what this broker counts (telemetry) into per-minute statistics
+// (persistence.FlushStats): at each flush, what was counted since the previous one, and the
+// process figures sampled since. The metrics service's loop drives it (server/metrics.go), so
+// only one goroutine uses it.
+type stats struct {
+	cfg   config.Config
+	tel   *telemetry.Broker
+	store *persistence.Store
+	act   *actors.System
+
+	// since starts the window not flushed yet; the counters below are as they were then.
+	since  time.Time
+	totals map[string]int64
+	queues map[*telemetry.QueueCounts]queueMark // by pointer: a forgotten queue starts over
+	// lagMax holds the largest lags taken from the counts by flushes that failed.
+	lagMax map[*telemetry.QueueCounts]int64
+
+	// The samples of the window.
+	samples int
+	gauges  [persistence.NGauges]persistence.Gauge
+	parked  map[persistence.QueueName]int64 // parked long-polls summed over the samples
+	// The previous sample's CPU times, for the CPU share of the next.
+	sampledAt       time.Time
+	cpuUser, cpuSys time.Duration
+}
+
+// queueMark is a queue's counters at one time, in the order of persistence.QueueCounters' sums.
+type queueMark [11]int64
+
+func markOf(c *telemetry.QueueCounts) queueMark {
+	return queueMark{c.PushRequests.Load(), c.Pushed.Load(), c.PopRequests.Load(), c.Popped.Load(),
+		c.PopEmpty.Load(), c.AckRequests.Load(), c.Acked.Load(), c.AckFailed.Load(), c.DeadLettered.Load(),
+		c.Transactions.Load(), c.LagSumMs.Load()}
+}
+
+// counters are the counts between prev and m.
+func (m queueMark) counters(prev queueMark) persistence.QueueCounters {
+	var d queueMark
+	for i := range m {
+		d[i] = m[i] - prev[i]
+	}
+	// Acked counts every applied acknowledgement; the statistics split them by outcome.
+	return persistence.QueueCounters{PushRequests: d[0], PushMessages: d[1], PopRequests: d[2], PopMessages: d[3],
+		PopEmpty: d[4], AckRequests: d[5], AckSuccess: d[6] - d[7], AckFailed: d[7], DLQ: d[8], Transactions: d[9],
+		LagSumMs: d[10]}
+}
+
+func newStats(cfg config.Config, tel *telemetry.Broker, store *persistence.Store, act *actors.System) *stats {
+	p := telemetry.ReadProcess()
+	now := time.Now()
+	return &stats{cfg: cfg, tel: tel, store: store, act: act, since: now, totals: tel.Totals(),
+		queues: map[*telemetry.QueueCounts]queueMark{}, lagMax: map[*telemetry.QueueCounts]int64{},
+		parked: map[persistence.QueueName]int64{}, sampledAt: now, cpuUser: p.CPUUser, cpuSys: p.CPUSystem}
+}
+
+// sample records the process figures, the pool and the parked long-polls of this instant.
+func (s *stats) sample() {
+	now, p, pool := time.Now(), telemetry.ReadProcess(), s.store.PoolStats()
+	if wall := now.Sub(s.sampledAt); wall > 0 {
+		// CPU time over wall time in hundredths of a percent, as the reference stores it.
+		s.gauges[persistence.GaugeCPUUser].Add(float64(p.CPUUser-s.cpuUser) / float64(wall) * 10000)
+		s.gauges[persistence.GaugeCPUSystem].Add(float64(p.CPUSystem-s.cpuSys) / float64(wall) * 10000)
+	}
+	s.sampledAt, s.cpuUser, s.cpuSys = now, p.CPUUser, p.CPUSystem
+	s.gauges[persistence.GaugeRSS].Add(float64(p.RSS))
+	s.gauges[persistence.GaugeVSZ].Add(float64(p.Virtual))
+	s.gauges[persistence.GaugePoolSize].Add(float64(pool.Max))
+	s.gauges[persistence.GaugePoolIdle].Add(float64(pool.Idle))
+	s.gauges[persistence.GaugePoolActive].Add(float64(pool.Acquired))
+	s.gauges[persistence.GaugePoolFree].Add(float64(pool.Max - pool.Acquired))
+	for q, n := range s.act.ParkedByQueue() {
+		s.parked[q] += int64(n)
+	}
+	s.samples++
+}
+
+// flush samples once more, then adds the window to this broker's rows, into the minute that
+// holds the middle of the window (a flush on the minute lands in the minute that ended), and
+// forgets the counts of queues that no longer exist (it says how many). A failed flush keeps
+// the window for the next one.
+func (s *stats) flush(ctx context.Context) (persistence.FlushedStats, int, error) {
+	s.sample()
+	now := time.Now()
+	counts, totals := s.tel.QueueCounts(), s.tel.Totals()
+	marks := make(map[*telemetry.QueueCounts]queueMark, len(counts))
+	f := persistence.StatsFlush{ServerID: s.cfg.ServerID, Port: s.cfg.Port,
+		Bucket: s.since.Add(now.Sub(s.since) / 2).Truncate(time.Minute)}
+	b := &f.Broker
+	for name, c := range counts {
+		marks[c] = markOf(c)
+		s.lagMax[c] = max(s.lagMax[c], c.TakeLagMax())
+		q := persistence.QueueStats{Queue: name, QueueCounters: marks[c].counters(s.queues[c]), ParkedSum: s.parked[name]}
+		q.LagMaxMs = s.lagMax[c]
+		f.Queues = append(f.Queues, q)
+		b.AckFailed += q.AckFailed
+		b.LagSumMs += q.LagSumMs
+		b.LagMaxMs = max(b.LagMaxMs, q.LagMaxMs)
+	}
+	// Pops parked on a queue nothing was counted for yet.
+	for name, n := range s.parked {
+		if _, ok := counts[name]; !ok {
+			f.Queues = append(f.Queues, persistence.QueueStats{Queue: name, ParkedSum: n})
+		}
+	}
+	delta := func(name string) int64 { return totals[name] - s.totals[name] }
+	b.PushRequests, b.PushMessages = delta("push_requests"), delta("push_messages")
+	b.PopRequests, b.PopMessages, b.PopEmpty = delta("pop_requests"), delta("pop_messages"), delta("pop_empty")
+	b.AckRequests, b.AckMessages = delta("ack_requests"), delta("ack_messages")
+	b.Transactions, b.DLQ, b.DBErrors = delta("transactions"), delta("dlq"), delta("db_errors")
+	b.Samples, b.Gauges = s.samples, s.gauges
+
+	out, err := s.store.FlushStats(ctx, f)
+	if err != nil {
+		return out, 0, err
+	}
+	forgotten := 0
+	for name, c := range counts {
+		if !out.Exist[name] {
+			s.tel.ForgetQueue(name, c)
+			delete(marks, c)
+			forgotten++
+		}
+	}
+	s.since, s.totals, s.queues = now, totals, marks
+	clear(s.lagMax)
+	clear(s.parked)
+	s.samples, s.gauges = 0, [persistence.NGauges]persistence.Gauge{}
+	return out, forgotten, nil
+}
+
+// nextMinute is the time until the next minute starts.
+func nextMinute() time.Duration {
+	now := time.Now()
+	return now.Truncate(time.Minute).Add(time.Minute).Sub(now)
+}

@@ -31,7 +31,7 @@ func knownFamilies(t *testing.T) map[string]bool {
 		}
 	}
 	var page bytes.Buffer
-	telemetry.New(false).WritePrometheus(&page)
+	telemetry.New().WritePrometheus(&page)
 	for line := range strings.Lines(page.String()) {
 		if typed, ok := strings.CutPrefix(line, "# TYPE "); ok {
 			name, _, _ := strings.Cut(typed, " ")

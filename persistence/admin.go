@@ -247,6 +247,7 @@ type QueueDetail struct {
 	Namespace  string
 	Task       string
 	CreatedAt  time.Time
+	Options    QueueOptions
 	Partitions []PartitionDetail
 	Totals     PartitionStats
 }
@@ -255,7 +256,10 @@ type QueueDetail struct {
 func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error) {
 	name := queue.Stored()
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id, name, namespace, task, created_at FROM queen.queues WHERE name = $1`, name)
+	b.Queue(`SELECT id, name, namespace, task, created_at, lease_time, retry_limit, retry_delay, max_size, ttl, priority,
+			delayed_processing, window_buffer, dead_letter_queue, dlq_after_max_retries, retention_seconds,
+			completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds
+		FROM queen.queues WHERE name = $1`, name)
 	b.Queue(`
 		SELECT p.id, p.name, p.created_at,
 		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1),
@@ -271,7 +275,11 @@ func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var q QueueDetail
-	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt)
+	o := &q.Options
+	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt, &o.LeaseTime, &o.RetryLimit,
+		&o.RetryDelay, &o.MaxSize, &o.TTL, &o.Priority, &o.DelayedProcessing, &o.WindowBuffer, &o.DeadLetterQueue,
+		&o.DLQAfterMaxRetries, &o.RetentionSeconds, &o.CompletedRetentionSeconds, &o.RetentionEnabled,
+		&o.EncryptionEnabled, &o.MaxWaitTimeSeconds)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -60,6 +60,7 @@ var sampleBodies = map[string]string{
 	"POST /api/v1/system/maintenance/pop":                                             `{"enabled":false}`,
 	"POST /internal/api/notify":                                                       `{"queue":"q","partition":"p"}`,
 	"POST /auth/logout":                                                               `{}`,
+	"POST /api/v1/dlq/{partitionId}/{transactionId}/replay":                           `{}`,
 }
 
 // queryKeys are put in every route's query string: the boundary checks every key, read or not.

@@ -95,8 +95,8 @@ export function overview(root, _p, _q, ctx) {
         card('Pending messages', n(d.pending), typeof d.queues === 'number' ? `in ${num(d.queues)} queues` : ''),
         card('Processing (leased)', n(d.processing)),
         card('Dead letters', n(d.dlq), h('a', { href: '#/dlq' }, 'Open dead letters')),
-        card('Database pool', d.db ? `${num(d.db.poolSize - d.db.idleConnections)} / ${num(d.db.poolSize)} busy` : '–',
-          d.db ? `${num(d.db.idleConnections)} idle, ${d.db.waitingRequests.toFixed(2)} waiting on average` : ''),
+        card('Database pool', d.db ? `${num(d.db.idleConnections)} idle` : '–',
+          d.db ? `of at most ${num(d.db.poolSize)} connections; ${d.db.waitingRequests.toFixed(2)} callers waiting for one on average` : ''),
         card('Spool', typeof sp === 'object' ? `${num(sp.pending)} records` : n(sp),
           typeof sp === 'object' ? `${num(sp.files)} files, ${bytes(sp.bytes)}, oldest ${duration(sp.oldestAgeSeconds)}` : '',
           typeof sp === 'object' ? (sp.dbHealthy ? 'database takes pushes' : 'database unavailable: pushes go to the spool') : '',
@@ -341,7 +341,7 @@ export function message(root, [pid, tx]) {
       if (r && r.success) location.hash = '#/messages?queue=' + enc(m.queue);
     };
     body.show(m, () => h('div', {},
-      h('dl', { class: 'options' },
+      h('dl', { class: 'options' }, [
         ['Queue', h('a', { href: '#/queues/' + enc(m.queue) }, m.queue)], ['Partition', m.partition],
         ['Transaction', m.transactionId], ['Status', badge(m.status, statusKind[m.status])],
         ['Created', when(m.createdAt)], ['Retries', num(m.retryCount)], ['Trace', m.traceId || '–'],

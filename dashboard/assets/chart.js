@@ -67,5 +67,5 @@ export function lineChart(title, series, points, unit) {
 function fmt(v) {
   if (v >= 1000) return Math.round(v).toLocaleString('en');
   if (v >= 10) return v.toFixed(0);
-  return v.toFixed(v ? 1 : 0);
+  return String(+v.toFixed(2));
 }

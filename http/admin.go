@@ -236,19 +236,21 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 	s.Control.AnnounceQueueChange(q.Queue, false)
 	// Pops parked before the queue existed re-check it, and its parked gauge appears.
 	s.Actors.Wake(q.Queue, nil)
-	o := q.Options
 	writeJSON(ctx, fasthttp.StatusOK, configureJSON{
 		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: q.Queue.Name,
-		QueueID: q.ID.String(), Task: q.Task,
-		Options: queueOptionsJSON{
-			CompletedRetentionSeconds: o.CompletedRetentionSeconds, DeadLetterQueue: o.DeadLetterQueue,
-			DelayedProcessing: o.DelayedProcessing, DLQAfterMaxRetries: o.DLQAfterMaxRetries,
-			EncryptionEnabled: o.EncryptionEnabled, LeaseTime: o.LeaseTime, MaxSize: o.MaxSize,
-			MaxWaitTimeSeconds: o.MaxWaitTimeSeconds, Priority: o.Priority, RetentionEnabled: o.RetentionEnabled,
-			RetentionSeconds: o.RetentionSeconds, RetryDelay: o.RetryDelay, RetryLimit: o.RetryLimit, TTL: o.TTL,
-			WindowBuffer: o.WindowBuffer,
-		},
+		QueueID: q.ID.String(), Task: q.Task, Options: optionsJSON(q.Options),
 	})
+}
+
+func optionsJSON(o persistence.QueueOptions) queueOptionsJSON {
+	return queueOptionsJSON{
+		CompletedRetentionSeconds: o.CompletedRetentionSeconds, DeadLetterQueue: o.DeadLetterQueue,
+		DelayedProcessing: o.DelayedProcessing, DLQAfterMaxRetries: o.DLQAfterMaxRetries,
+		EncryptionEnabled: o.EncryptionEnabled, LeaseTime: o.LeaseTime, MaxSize: o.MaxSize,
+		MaxWaitTimeSeconds: o.MaxWaitTimeSeconds, Priority: o.Priority, RetentionEnabled: o.RetentionEnabled,
+		RetentionSeconds: o.RetentionSeconds, RetryDelay: o.RetryDelay, RetryLimit: o.RetryLimit, TTL: o.TTL,
+		WindowBuffer: o.WindowBuffer,
+	}
 }
 
 type queueCountsJSON struct {
@@ -325,6 +327,7 @@ type queueDetailJSON struct {
 	ID         string                `json:"id"`
 	Name       string                `json:"name"`
 	Namespace  string                `json:"namespace"`
+	Options    queueOptionsJSON      `json:"options"` // an addition to the reference (docs/compat.md)
 	Partitions []partitionDetailJSON `json:"partitions"`
 	Task       string                `json:"task"`
 	Totals     partitionStatsJSON    `json:"totals"`
@@ -349,6 +352,7 @@ func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
 	}
 	out := queueDetailJSON{
 		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace, Task: q.Task,
+		Options:    optionsJSON(q.Options),
 		Partitions: make([]partitionDetailJSON, len(q.Partitions)), Totals: statsJSON(q.Totals),
 	}
 	for i, p := range q.Partitions {

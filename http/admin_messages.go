@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"errors"
 
 	"github.com/valyala/fasthttp"
 
@@ -316,4 +317,55 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type dlqReplayJSON struct {
+	MessageID     string `json:"messageId"`
+	Partition     string `json:"partition"`
+	PartitionID   string `json:"partitionId"`
+	Queue         string `json:"queue"`
+	ReplayedFrom  string `json:"replayedFrom"`
+	Status        string `json:"status"`
+	Success       bool   `json:"success"`
+	TransactionID string `json:"transactionId"`
+}
+
+// replayDLQ serves POST /api/v1/dlq/{partitionId}/{transactionId}/replay, an addition to the
+// reference (docs/compat.md): a copy of the dead letter is pushed into its queue and partition
+// and its dead-letter entries are removed, in one transaction; the body, if any, is ignored.
+func (s *Server) replayDLQ(ctx *fasthttp.RequestCtx) {
+	pid, err := uuidPath(ctx, "partitionId")
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	txID := pathParam(ctx, "transactionId")
+	var open persistence.PayloadOpener
+	if s.PayloadKey != nil {
+		open = s.PayloadKey
+	}
+	c, cancel := s.dbContext()
+	defer cancel()
+	r, err := s.Store.ReplayDeadLetter(c, s.scope(ctx), pid, txID, open)
+	if errors.Is(err, persistence.ErrSealedPayload) {
+		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: persistence.ErrSealedPayload.Error()})
+		return
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if !r.Found {
+		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Dead letter not found"})
+		return
+	}
+	if r.Result.Status == persistence.StatusQueued {
+		s.Telemetry.Pushed(r.Queue, 1)
+	}
+	// Parked pops of the partition read the copy now rather than on their next re-check.
+	s.Control.Notify(r.Queue, []string{r.Partition})
+	writeJSON(ctx, fasthttp.StatusOK, dlqReplayJSON{
+		MessageID: r.Result.MessageID.String(), Partition: r.Partition, PartitionID: r.Result.PartitionID.String(),
+		Queue: r.Queue.Name, ReplayedFrom: txID, Status: string(r.Result.Status), Success: true, TransactionID: r.TransactionID,
+	})
 }

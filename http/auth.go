@@ -90,9 +90,34 @@ type authRequiredJSON struct {
 const proxyNote = "this broker verifies JWT bearer tokens and holds no accounts or sessions; " +
 	"sign-in to the dashboard needs queen_proxy (or another gateway that holds sessions) in front of it"
 
+// tokenIdentity is /auth/me's answer with JWT on to a request carrying a valid bearer token
+// (an addition to the reference, docs/compat.md): the dashboard shows who is signed in and
+// disables what the token's levels do not pass.
+type tokenIdentity struct {
+	Authenticated bool     `json:"authenticated"`
+	AuthMode      string   `json:"authMode"`
+	Subject       string   `json:"subject"`
+	Levels        []string `json:"levels"`
+}
+
 // authMe serves GET /auth/me.
 func (s *Server) authMe(ctx *fasthttp.RequestCtx) {
 	if s.Auth != nil {
+		// Authorize against the strictest level: a valid token that is not admin comes back
+		// with ErrForbidden and its identity.
+		if h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(h) > 0 {
+			id, err := s.Auth.Authorize(h, auth.Admin)
+			if err == nil || err == auth.ErrForbidden {
+				out := tokenIdentity{Authenticated: true, AuthMode: "jwt", Subject: id.Subject, Levels: []string{}}
+				for _, l := range []auth.Level{auth.ReadOnly, auth.WriteOnly, auth.ReadWrite, auth.Admin} {
+					if auth.Allowed(l, id.Roles) {
+						out.Levels = append(out.Levels, l.String())
+					}
+				}
+				writeJSON(ctx, fasthttp.StatusOK, out)
+				return
+			}
+		}
 		writeJSON(ctx, fasthttp.StatusUnauthorized, authRequiredJSON{
 			Error: "Authentication required", Code: "auth_required", Message: proxyNote,
 		})

@@ -75,6 +75,7 @@ func TestRouteTableLevels(t *testing.T) {
 		case r.Path == "/api/v1/push":
 			want = auth.WriteOnly
 		case strings.HasPrefix(r.Path, "/api/v1/system/"), strings.HasPrefix(r.Path, "/internal/"),
+			strings.HasPrefix(r.Path, "/api/v1/dlq/") && strings.HasSuffix(r.Path, "/replay"),
 			r.Method == "DELETE" && (strings.HasPrefix(r.Path, "/api/v1/resources/queues/") || strings.HasPrefix(r.Path, "/api/v1/consumer-groups/")),
 			r.Method == "POST" && r.Path == "/api/v1/stats/refresh":
 			want = auth.Admin
@@ -132,17 +133,21 @@ func TestGuardOn(t *testing.T) {
 	if ctx := serve(s, "POST", "/auth/logout", ""); ctx.Response.StatusCode() != 200 || !strings.Contains(string(ctx.Response.Body()), "proxy_required") {
 		t.Errorf("POST /auth/logout: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
-	// /auth/me answers 401 itself, even to an admin token: the broker holds no dashboard session.
-	for _, h := range []string{"", admin} {
-		ctx := serve(s, "GET", "/auth/me", h)
-		var b authRequiredJSON
-		_ = json.Unmarshal(ctx.Response.Body(), &b)
-		if ctx.Response.StatusCode() != 401 || b.Code != "auth_required" {
-			t.Errorf("/auth/me with JWT on: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
-		}
+	// /auth/me answers 401 itself without a token, and with a valid one says who it is and
+	// which levels it passes (the dashboard disables the rest).
+	ctx := serve(s, "GET", "/auth/me", "")
+	var b authRequiredJSON
+	_ = json.Unmarshal(ctx.Response.Body(), &b)
+	if ctx.Response.StatusCode() != 401 || b.Code != "auth_required" {
+		t.Errorf("/auth/me with JWT on, no token: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	ctx = serve(s, "GET", "/auth/me", admin)
+	if got := string(ctx.Response.Body()); ctx.Response.StatusCode() != 200 ||
+		!strings.Contains(got, `"levels":["read-only","write-only","read-write","admin"]`) {
+		t.Errorf("/auth/me with JWT on, admin token: %d %s", ctx.Response.StatusCode(), got)
 	}
 	// Unknown paths are read-write: SPA deep links need a token too.
-	ctx := serve(s, "GET", "/queues/orders", "")
+	ctx = serve(s, "GET", "/queues/orders", "")
 	if ctx.Response.StatusCode() != 401 || errorOf(t, ctx) != "Authentication required" ||
 		string(ctx.Response.Header.Peek("WWW-Authenticate")) == "" {
 		t.Errorf("unknown path without a token: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())

@@ -19,6 +19,7 @@ import (
 	"queen/actors"
 	"queen/auth"
 	"queen/config"
+	"queen/dashboard"
 	"queen/fusion"
 	"queen/persistence"
 	"queen/seal"
@@ -159,8 +160,8 @@ func (s *Server) routes() []route {
 		{"GET", "/metrics/prometheus", public, s.metricsPrometheus},
 
 		// The dashboard shell and the identity routes it boots with.
-		{"GET", "/", public, s.notFound},
-		{"GET", "/assets/{file:*}", public, s.notFound},
+		{"GET", "/", public, dashboard.Index},
+		{"GET", "/assets/{file:*}", public, dashboard.Asset},
 		{"GET", "/favicon.ico", public, s.notFound},
 		{"GET", "/auth/me", public, s.authMe},
 		{"GET", "/auth/login", public, s.authLogin},
@@ -188,6 +189,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/messages/{partitionId}/{transactionId}", readOnly, s.getMessage},
 		{"DELETE", "/api/v1/messages/{partitionId}/{transactionId}", readWrite, s.deleteMessage},
 		{"GET", "/api/v1/dlq", readOnly, s.listDLQ},
+		{"POST", "/api/v1/dlq/{partitionId}/{transactionId}/replay", admin, s.replayDLQ},
 
 		{"GET", "/api/v1/consumer-groups", readOnly, s.listConsumerGroups},
 		{"GET", "/api/v1/consumer-groups/lagging", readOnly, s.laggingGroups},
@@ -258,7 +260,7 @@ func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Not Found", Code: "no_such_route"})
 		return
 	}
-	serveDashboard(ctx)
+	dashboard.Index(ctx)
 }
 
 // requestError answers requests fasthttp could not parse: 413 for an oversized body, 408 for a

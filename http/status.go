@@ -367,9 +367,9 @@ func (s *Server) statusQueue(ctx *fasthttp.RequestCtx) {
 	out := statusQueueDetailJSON{
 		Partitions: make([]statusPartitionJSON, len(q.Partitions)),
 		Queue: statusQueueInfoJSON{
-			Config: statusQueueConfigJSON{DeadLetterQueue: q.DeadLetterQueue, LeaseTime: q.LeaseTime, MaxQueueSize: q.MaxSize,
-				RetryDelay: q.RetryDelay, RetryLimit: q.RetryLimit, TTL: q.TTL},
-			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace, Priority: q.Priority,
+			Config: statusQueueConfigJSON{DeadLetterQueue: q.Options.DeadLetterQueue, LeaseTime: q.Options.LeaseTime, MaxQueueSize: q.Options.MaxSize,
+				RetryDelay: q.Options.RetryDelay, RetryLimit: q.Options.RetryLimit, TTL: q.Options.TTL},
+			CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace, Priority: q.Options.Priority,
 			Task: q.Task,
 		},
 		Totals: statusTotalsJSON{Completed: t.Completed, DeadLetter: t.DeadLetter, Failed: t.Failed, Messages: t,

@@ -61,6 +61,13 @@ type metricsJSONBody struct {
 	Uptime   float64   `json:"uptime"`
 	Requests countJSON `json:"requests"`
 	Messages countJSON `json:"messages"`
+	// MessagesByOperation splits Messages into pushed, popped and acknowledged (an addition
+	// to the reference, docs/compat.md: the dashboard charts them).
+	MessagesByOperation struct {
+		Push countJSON `json:"push"`
+		Pop  countJSON `json:"pop"`
+		Ack  countJSON `json:"ack"`
+	} `json:"messagesByOperation"`
 	Database struct {
 		PoolSize        int32 `json:"poolSize"`
 		IdleConnections int32 `json:"idleConnections"`
@@ -89,6 +96,10 @@ func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
 	m.Uptime = t.Uptime().Seconds()
 	m.Requests = countJSON{Total: t.RequestsTotal(), Rate: rates.Requests()}
 	m.Messages = countJSON{Total: t.MessagesTotal(), Rate: rates.Messages()}
+	totals, ops := t.Totals(), &m.MessagesByOperation
+	ops.Push = countJSON{Total: totals["push_messages"], Rate: rates.PerSecond["push_messages"]}
+	ops.Pop = countJSON{Total: totals["pop_messages"], Rate: rates.PerSecond["pop_messages"]}
+	ops.Ack = countJSON{Total: totals["ack_messages"], Rate: rates.PerSecond["ack_messages"]}
 	st := s.Store.PoolStats()
 	m.Database.PoolSize, m.Database.IdleConnections, m.Database.WaitingRequests = st.Max, st.Idle, rates.PoolWaiting
 	p := telemetry.ReadProcess()

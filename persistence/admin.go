@@ -284,28 +284,23 @@ type PartitionDetail struct {
 
 // QueueDetail is a queue with its settings and partitions.
 type QueueDetail struct {
-	ID              uuid.UUID
-	Queue           QueueName
-	Namespace       string
-	Task            string
-	CreatedAt       time.Time
-	Priority        int
-	LeaseTime       int
-	RetryLimit      int
-	RetryDelay      int
-	TTL             int
-	MaxSize         int
-	DeadLetterQueue bool
-	Partitions      []PartitionDetail
-	Totals          PartitionStats
+	ID         uuid.UUID
+	Queue      QueueName
+	Namespace  string
+	Task       string
+	CreatedAt  time.Time
+	Options    QueueOptions
+	Partitions []PartitionDetail
+	Totals     PartitionStats
 }
 
 // Queue returns a queue with live per-partition counts; nil when it does not exist.
 func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error) {
 	name := queue.Stored()
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id, name, namespace, task, created_at, priority, lease_time, retry_limit, retry_delay, ttl,
-			max_size, dead_letter_queue
+	b.Queue(`SELECT id, name, namespace, task, created_at, lease_time, retry_limit, retry_delay, max_size, ttl, priority,
+			delayed_processing, window_buffer, dead_letter_queue, dlq_after_max_retries, retention_seconds,
+			completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds
 		FROM queen.queues WHERE name = $1`, name)
 	b.Queue(`
 		SELECT p.id, p.name, p.created_at,
@@ -320,8 +315,11 @@ func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var q QueueDetail
-	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt, &q.Priority, &q.LeaseTime,
-		&q.RetryLimit, &q.RetryDelay, &q.TTL, &q.MaxSize, &q.DeadLetterQueue)
+	o := &q.Options
+	err := br.QueryRow().Scan(&q.ID, &q.Queue, &q.Namespace, &q.Task, &q.CreatedAt, &o.LeaseTime, &o.RetryLimit,
+		&o.RetryDelay, &o.MaxSize, &o.TTL, &o.Priority, &o.DelayedProcessing, &o.WindowBuffer, &o.DeadLetterQueue,
+		&o.DLQAfterMaxRetries, &o.RetentionSeconds, &o.CompletedRetentionSeconds, &o.RetentionEnabled,
+		&o.EncryptionEnabled, &o.MaxWaitTimeSeconds)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -311,6 +311,9 @@ func TestAdminQueues(t *testing.T) {
 
 	admExpect(t, c, "GET", "/api/v1/resources/queues/stats", nil, 200, fmt.Sprintf(`{
 		"createdAt":"<ms>","id":%q,"name":"stats","namespace":"stats","task":"",
+		"options":{"completedRetentionSeconds":0,"deadLetterQueue":false,"delayedProcessing":0,"dlqAfterMaxRetries":false,
+			"encryptionEnabled":false,"leaseTime":300,"maxSize":0,"maxWaitTimeSeconds":0,"priority":0,"retentionEnabled":false,
+			"retentionSeconds":0,"retryDelay":1000,"retryLimit":3,"ttl":3600,"windowBuffer":0},
 		"partitions":[
 			{"createdAt":"<ms>","id":%q,"name":"Default","newestMessage":"<ms>","oldestMessage":"<ms>",
 			 "stats":{"completed":1,"deadLetter":1,"failed":0,"pending":2,"processing":1,"total":5}},
@@ -323,6 +326,9 @@ func TestAdminQueues(t *testing.T) {
 	admAck(t, c, map[string]any{"transactionId": "d3", "partitionId": def, "leaseId": *p.LeaseID, "status": "completed"})
 	admExpect(t, c, "GET", "/api/v1/resources/queues/other.x", nil, 200, fmt.Sprintf(`{
 		"createdAt":"<ms>","id":%q,"name":"other.x","namespace":"other","task":"x",
+		"options":{"completedRetentionSeconds":0,"deadLetterQueue":false,"delayedProcessing":0,"dlqAfterMaxRetries":false,
+			"encryptionEnabled":false,"leaseTime":300,"maxSize":0,"maxWaitTimeSeconds":0,"priority":0,"retentionEnabled":false,
+			"retentionSeconds":0,"retryDelay":1000,"retryLimit":3,"ttl":3600,"windowBuffer":0},
 		"partitions":[{"createdAt":"<ms>","id":%q,"name":"Default","newestMessage":null,"oldestMessage":null,
 			"stats":{"completed":0,"deadLetter":0,"failed":0,"pending":0,"processing":0,"total":0}}],
 		"totals":{"completed":0,"deadLetter":0,"failed":0,"pending":0,"processing":0,"total":0}}`,

@@ -61,6 +61,7 @@ var sampleBodies = map[string]string{
 	"POST /internal/api/notify":                                                       `{"queue":"q","partition":"p"}`,
 	"POST /auth/logout":                                                               `{}`,
 	"POST /api/v1/stats/refresh":                                                      `{}`,
+	"POST /api/v1/dlq/{partitionId}/{transactionId}/replay":                           `{}`,
 }
 
 // queryKeys are put in every route's query string: the boundary checks every key, read or not.

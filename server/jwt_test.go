@@ -194,8 +194,23 @@ func TestJWTRouteAccess(t *testing.T) {
 			what := fmt.Sprintf("%s %s (%s) with %s", r.Method, path, r.Level, tc.name)
 			switch {
 			case r.Path == "/auth/me":
-				// Public, but it answers the auth question itself: no dashboard session here.
-				if status != 401 || e.Code != "auth_required" {
+				// Public, but it answers the auth question itself: a valid token gets its
+				// subject and levels (the dashboard's identity), anything else 401.
+				var me struct {
+					AuthMode string   `json:"authMode"`
+					Levels   []string `json:"levels"`
+				}
+				_ = json.Unmarshal(raw, &me)
+				var want []string
+				for _, l := range []auth.Level{auth.ReadOnly, auth.WriteOnly, auth.ReadWrite, auth.Admin} {
+					if tc.role != "" && slices.Contains(passes[l], tc.role) {
+						want = append(want, l.String())
+					}
+				}
+				if tc.valid && (status != 200 || me.AuthMode != "jwt" || !slices.Equal(me.Levels, want)) {
+					t.Errorf("%s: %d %s, want 200 with levels %v", what, status, raw, want)
+				}
+				if !tc.valid && (status != 401 || e.Code != "auth_required") {
 					t.Errorf("%s: %d %s, want 401 auth_required", what, status, raw)
 				}
 			case r.Level == auth.Public || (tc.valid && slices.Contains(passes[r.Level], tc.role)):

@@ -385,7 +385,7 @@ func TestMetricsJSON(t *testing.T) {
 	if status != 200 || json.Unmarshal(raw, &keys) != nil {
 		t.Fatalf("/metrics: %d %s", status, raw)
 	}
-	if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, []string{"cpu", "database", "memory", "messages", "requests", "uptime"}) {
+	if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, []string{"cpu", "database", "memory", "messages", "messagesByOperation", "requests", "uptime"}) {
 		t.Fatalf("/metrics keys %v", got)
 	}
 	var m metricsJSON

@@ -201,6 +201,13 @@ func Load(getenv func(string) string) (Config, error) {
 	c.MeshPeers = r.peers(c.MeshPort, "QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS")
 	c.CORSOrigins = r.origins("QUEEN_CORS_ALLOWED_ORIGINS")
 	r.security(&c)
+	// Both drive loops that must run: a drain that never ticks leaves an outage's spool on disk.
+	if c.SpoolFlush <= 0 {
+		r.fail("FILE_BUFFER_FLUSH_MS", fmt.Sprint(c.SpoolFlush.Milliseconds()), "must be at least 1")
+	}
+	if c.FlagsRefresh <= 0 {
+		r.fail("QUEEN_CACHE_REFRESH_INTERVAL_MS", fmt.Sprint(c.FlagsRefresh.Milliseconds()), "must be at least 1")
+	}
 	if c.PopWaitBackoffMultiplier < 1 {
 		r.fail("POP_WAIT_BACKOFF_MULTIPLIER", fmt.Sprint(c.PopWaitBackoffMultiplier), "must be at least 1")
 	}
@@ -449,7 +456,7 @@ func (r *reader) security(c *Config) {
 	c.PGSSLRejectUnauthorized = r.boolean(true, "PG_SSL_REJECT_UNAUTHORIZED")
 	if v := r.str("", "PG_SSL_ROOT_CERT"); v != "" {
 		shown := v
-		pem := []byte(v)
+		var pem []byte
 		if strings.Contains(v, "-----BEGIN") {
 			// The PEM itself, as the reference takes it; \n escapes allow a one-line env file.
 			shown = "<PEM content>"

@@ -41,6 +41,9 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 		"LOG_LEVEL":                   "loud",
 		"POP_WAIT_BACKOFF_MULTIPLIER": "x",
 		"FILE_BUFFER_MAX_BYTES":       "10GiB",
+		// Loops that must run: 0 would stop the spool drain, or the flag re-read, for good.
+		"FILE_BUFFER_FLUSH_MS":            "0",
+		"QUEEN_CACHE_REFRESH_INTERVAL_MS": "0",
 	} {
 		_, err := Load(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {

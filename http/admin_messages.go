@@ -347,8 +347,8 @@ func (s *Server) replayDLQ(ctx *fasthttp.RequestCtx) {
 	c, cancel := s.dbContext()
 	defer cancel()
 	r, err := s.Store.ReplayDeadLetter(c, s.scope(ctx), pid, txID, open)
-	if errors.Is(err, persistence.ErrSealedPayload) {
-		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: persistence.ErrSealedPayload.Error()})
+	if errors.Is(err, persistence.ErrSealedPayload) || errors.Is(err, persistence.ErrReplayRefused) {
+		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error()})
 		return
 	}
 	if err != nil {

@@ -101,23 +101,18 @@ func checkRequest(ctx *fasthttp.RequestCtx, params []string, maxItems int) error
 		}
 		ctx.SetUserValue(name, v)
 	}
-	var err error
-	ctx.QueryArgs().VisitAll(func(k, v []byte) {
-		if err != nil {
-			return
-		}
+	for k, v := range ctx.QueryArgs().All() {
 		key := string(k)
-		if err = checkString(key, "query parameter name", maxQueryValue); err != nil {
-			return
+		if err := checkString(key, "query parameter name", maxQueryValue); err != nil {
+			return err
 		}
 		limit := maxQueryValue
 		if nameKeys[key] {
 			limit = maxName
 		}
-		err = checkString(string(v), key, limit)
-	})
-	if err != nil {
-		return err
+		if err := checkString(string(v), key, limit); err != nil {
+			return err
+		}
 	}
 	return checkBody(ctx.PostBody(), maxItems)
 }

@@ -44,7 +44,8 @@ func (s *Server) metricsServer() *fasthttp.Server {
 	}
 	s.metricsOnce.Do(func() {
 		s.metrics = &fasthttp.Server{
-			Handler: func(ctx *fasthttp.RequestCtx) {
+			// Request ids and panic recovery as on the main listener.
+			Handler: s.withRequest(func(ctx *fasthttp.RequestCtx) {
 				switch {
 				case !ctx.IsGet() && !ctx.IsHead():
 					noSuchRoute(ctx)
@@ -55,7 +56,7 @@ func (s *Server) metricsServer() *fasthttp.Server {
 				default:
 					noSuchRoute(ctx)
 				}
-			},
+			}),
 			Name:               "queen-metrics",
 			MaxRequestBodySize: 4096,
 			ReadTimeout:        30 * time.Second,

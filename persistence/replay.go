@@ -22,6 +22,9 @@ type PayloadOpener interface {
 // copy needs a new envelope bound to the new transactionId, which needs the payload in clear.
 var ErrSealedPayload = errors.New("the dead letter's payload is encrypted and cannot be opened with QUEEN_ENCRYPTION_KEY")
 
+// ErrReplayRefused is a copy the queue refuses: it requires encryption and the broker has no key.
+var ErrReplayRefused = errors.New("the queue refuses the copy of the dead letter")
+
 // DeadLetterReplay is what ReplayDeadLetter did; Found is false when no dead letter of the caller's
 // tenant matched.
 type DeadLetterReplay struct {
@@ -92,7 +95,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, scope Scope, partitionID u
 			return fmt.Errorf("cannot push the copy of %s/%s: %w", partitionID, transactionID, err)
 		}
 		if res[0].Status == StatusFailed {
-			return fmt.Errorf("cannot push the copy of %s/%s: %s", partitionID, transactionID, res[0].Error)
+			return fmt.Errorf("%w: %s", ErrReplayRefused, res[0].Error)
 		}
 		out = DeadLetterReplay{Found: true, Queue: it.Queue, Partition: it.Partition, Result: res[0], TransactionID: it.TransactionID}
 		return nil

@@ -63,10 +63,12 @@ func (s *Store) PoolStats() PoolStats {
 // failed). Call it before the store is used.
 func (s *Store) OnError(f func()) { s.onError = f }
 
-// failed reports a failed attempt to the OnError listener.
+// failed reports a failed attempt to the OnError listener. A transaction the broker rolls back
+// on purpose (a refused transaction or replay) is not a database error.
 func (s *Store) failed(err error) {
 	var abort txAbort
-	if err != nil && s.onError != nil && !errors.Is(err, context.Canceled) && !errors.As(err, &abort) {
+	if err != nil && s.onError != nil && !errors.Is(err, context.Canceled) && !errors.As(err, &abort) &&
+		!errors.Is(err, ErrSealedPayload) && !errors.Is(err, ErrReplayRefused) {
 		s.onError()
 	}
 }

@@ -68,7 +68,6 @@ type flushOutcome struct {
 func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *actors.Maintenance, healthy *atomic.Bool, act *actors.System) {
 	o.store = store
 	o.stats = newStats(o.cfg, o.tel, store, act)
-	store.OnError(o.tel.DBError)
 	set := o.tel.Set
 	gauge := func(name string, f func() float64) { set.NewGauge(name, f) }
 	flag := func(on bool) float64 {

@@ -109,6 +109,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 		return nil, err
 	}
 	b.onStop("database", quietly(b.db.close))
+	// Counted from the first transaction on: the loops started below use the store at once.
+	b.db.store.OnError(obs.tel.DBError)
 	store := b.db.store
 	enc, err := startEncryption(ctx, cfg, store, log)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 // logSettings writes the resolved configuration at boot, one "config: <subsystem>" line per
 // subsystem, so an operator sees what the broker runs with rather than what they meant to set.
 // A secret shows only as set or unset. PostgreSQL reached through PG_HOST gets its line from
-// pgTLS (security.go), which resolves the TLS mode first.
+// pgTLS (database.go), which resolves the TLS mode first.
 func logSettings(c config.Config, log *slog.Logger) {
 	log.Info("config: server", "bind_addr", c.BindAddr, "port", c.Port, "server_id", c.ServerID,
 		"max_body_bytes", c.MaxBodyBytes, "max_items_per_request", c.MaxRequestItems,

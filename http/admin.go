@@ -333,21 +333,31 @@ type queueDetailJSON struct {
 	Totals     partitionStatsJSON    `json:"totals"`
 }
 
-func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
+// queueDetail reads the queue of the path parameter in the caller's scope; false when it has
+// answered instead (bad name, database error, 404).
+func (s *Server) queueDetail(ctx *fasthttp.RequestCtx) (*persistence.QueueDetail, bool) {
 	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
 		writeError(ctx, err)
-		return
+		return nil, false
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	q, err := s.Store.Queue(c, queue)
 	if err != nil {
 		writeError(ctx, err)
-		return
+		return nil, false
 	}
 	if q == nil {
 		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Queue not found"})
+		return nil, false
+	}
+	return q, true
+}
+
+func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
+	q, ok := s.queueDetail(ctx)
+	if !ok {
 		return
 	}
 	out := queueDetailJSON{

@@ -273,25 +273,32 @@ type queueOpsJSON struct {
 	TimeRange     timeRangeJSON       `json:"timeRange"`
 }
 
-// queueSeries reads the points of the route's queues by queue (byQueue) or summed.
-func (s *Server) queueSeries(ctx *fasthttp.RequestCtx, span time.Duration, byQueue bool) (statsWindow, []persistence.QueuePoint, error) {
+// statsQuery reads the window (span by default) and the queue filter of a statistics route.
+func (s *Server) statsQuery(ctx *fasthttp.RequestCtx, span time.Duration) (statsWindow, persistence.StatsFilter, error) {
 	w, err := windowParams(ctx.QueryArgs(), span)
 	if err != nil {
-		return w, nil, err
+		return w, persistence.StatsFilter{}, err
 	}
 	f, err := s.statsFilter(ctx, w)
+	return w, f, err
+}
+
+// queueSeries reads the points of the route's queues by queue (byQueue) or summed, with the
+// window and filter it read them for.
+func (s *Server) queueSeries(ctx *fasthttp.RequestCtx, span time.Duration, byQueue bool) (statsWindow, persistence.StatsFilter, []persistence.QueuePoint, error) {
+	w, f, err := s.statsQuery(ctx, span)
 	if err != nil {
-		return w, nil, err
+		return w, f, nil, err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	points, err := s.Store.QueueSeries(c, f, byQueue)
-	return w, points, err
+	return w, f, points, err
 }
 
 // queueOps serves GET /api/v1/analytics/queue-ops: per queue and point, what its clients did.
 func (s *Server) queueOps(ctx *fasthttp.RequestCtx) {
-	w, points, err := s.queueSeries(ctx, time.Hour, true)
+	w, _, points, err := s.queueSeries(ctx, time.Hour, true)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -327,7 +334,7 @@ type queueLagJSON struct {
 // queueLag serves GET /api/v1/analytics/queue-lag: the age of the messages the pops of each
 // queue delivered, per point with pops, newest first.
 func (s *Server) queueLag(ctx *fasthttp.RequestCtx) {
-	_, points, err := s.queueSeries(ctx, time.Hour, true)
+	_, _, points, err := s.queueSeries(ctx, time.Hour, true)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -364,12 +371,7 @@ type parkedJSON struct {
 // queueParkedReplicas serves GET /api/v1/analytics/queue-parked-replicas: the long-polls
 // parked on each queue, by broker.
 func (s *Server) queueParkedReplicas(ctx *fasthttp.RequestCtx) {
-	w, err := windowParams(ctx.QueryArgs(), time.Hour)
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	f, err := s.statsFilter(ctx, w)
+	w, f, err := s.statsQuery(ctx, time.Hour)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -421,7 +423,7 @@ type retentionJSON struct {
 // retention serves GET /api/v1/analytics/retention: the messages retention and eviction
 // deleted, per point with deletions.
 func (s *Server) retention(ctx *fasthttp.RequestCtx) {
-	w, points, err := s.queueSeries(ctx, time.Hour, false)
+	w, _, points, err := s.queueSeries(ctx, time.Hour, false)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -636,24 +638,18 @@ type workerMetricsJSON struct {
 // lags and pools per point (newest first), each broker over the last 5 minutes, the lag of
 // each of the caller's queues over the window, and the window's totals.
 func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) {
-	args := ctx.QueryArgs()
-	w, err := windowParams(args, time.Hour)
+	w, f, err := s.statsQuery(ctx, time.Hour)
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
-	serverID, known, err := workerParams(args)
+	serverID, known, err := workerParams(ctx.QueryArgs())
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
 	out := workerMetricsJSON{BucketMinutes: w.bucketMinutes(), Queues: []workerQueueJSON{}, TimeRange: w.timeRange(),
 		TimeSeries: []workerPointJSON{}, Workers: []workerDetailJSON{}}
-	f, err := s.statsFilter(ctx, w)
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	var points []persistence.BrokerPoint

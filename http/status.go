@@ -134,12 +134,7 @@ func (s *Server) statsAge(ctx *fasthttp.RequestCtx) (int64, error) {
 // first) beside the cluster's process figures, its queues with messages, their live counts,
 // and the window's totals.
 func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) {
-	w, points, err := s.queueSeries(ctx, time.Hour, false)
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	f, err := s.statsFilter(ctx, w)
+	w, f, points, err := s.queueSeries(ctx, time.Hour, false)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -347,20 +342,8 @@ type statusQueueDetailJSON struct {
 // statusQueue serves GET /api/v1/status/queues/{queue}: a queue's settings and its partitions
 // with live counts and their queue-mode cursor; 404 when the caller has no such queue.
 func (s *Server) statusQueue(ctx *fasthttp.RequestCtx) {
-	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	c, cancel := s.dbContext()
-	defer cancel()
-	q, err := s.Store.Queue(c, queue)
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	if q == nil {
-		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Queue not found"})
+	q, ok := s.queueDetail(ctx)
+	if !ok {
 		return
 	}
 	t := statsJSON(q.Totals)

@@ -17,7 +17,8 @@ import (
 	"queen/persistence/pgtest"
 )
 
-// jobsLog collects log output; the loop writes from its own goroutine.
+// jobsLog collects log output that a background goroutine (a job loop, a listener) writes
+// while the test reads it.
 type jobsLog struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -36,24 +34,6 @@ func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
-// syncBuffer is a log destination the test reads while the listener writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func loopback(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,7 +48,7 @@ func loopback(t *testing.T) net.Listener {
 // the next real connection, and the first failure is logged naming the listener and the error.
 func TestListenerRetriesTemporaryAcceptErrors(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs jobsLog // a log the test reads while the listener writes
 	ln := &failingListener{Listener: loopback(t), errs: []error{
 		os.NewSyscallError("accept4", syscall.EMFILE), os.NewSyscallError("accept4", syscall.ENFILE),
 		os.NewSyscallError("accept4", syscall.ECONNABORTED), os.NewSyscallError("accept4", syscall.ENOBUFS),

@@ -38,7 +38,21 @@ type AckItem struct {
 	// Scope is the caller's tenant: a message on a queue outside it is not found, exactly as
 	// one that does not exist. Fused batches mix tenants, so each item carries its own.
 	Scope Scope
+	// Lease says what becomes of the lease in force; the zero value is the ack routes' rule.
+	Lease LeaseAfterAck
 }
+
+// LeaseAfterAck is what an acknowledgement does to the lease in force on its (partition, group).
+type LeaseAfterAck uint8
+
+// Lease rules. The ack routes release a lease once the cursor reaches the end of the leased
+// batch; a stream cycle releases it at once (the rest of the batch is redelivered to the next
+// pop) or keeps it until it expires (a gate's partial acknowledgement).
+const (
+	LeaseUntilBatchEnd LeaseAfterAck = iota
+	LeaseRelease
+	LeaseKeep
+)
 
 // AckResult is the outcome of one AckItem.
 type AckResult struct {
@@ -202,7 +216,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		r.Success = true
 		switch it.Status {
 		case AckCompleted:
-			r.LeaseReleased = st.advance(seq)
+			r.LeaseReleased = st.advance(seq, it.Lease)
 		case AckFailed, AckDLQ:
 			if it.Status == AckFailed && !failedToDLQ && st.retries < retryLimit[i] {
 				r.LeaseReleased = st.release()
@@ -216,7 +230,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 			}
 			dlq = append(dlq, dlqRow{it.PartitionID, seq, it.Group, reason, st.retries})
 			r.DLQ = true
-			r.LeaseReleased = st.advance(seq)
+			r.LeaseReleased = st.advance(seq, it.Lease)
 		case AckRetry:
 			r.LeaseReleased = st.release()
 			st.ceiling = min(st.ceiling, seq-1)
@@ -311,14 +325,16 @@ func (u *rowUpdates) args() []any {
 }
 
 // advance moves the cursor to seq (never backwards, never past the ceiling) and releases the
-// lease once the cursor reaches the end of the leased batch. It reports a release.
-func (st *consumerState) advance(seq int64) bool {
+// lease as the rule says: by default once the cursor reaches the end of the leased batch. It
+// reports a release.
+func (st *consumerState) advance(seq int64, rule LeaseAfterAck) bool {
 	next := min(seq, st.ceiling)
 	if next > st.cursor {
 		st.consumed += next - st.cursor
 		st.cursor = next
 	}
-	if st.leaseActive && st.cursor >= st.leaseEnd {
+	release := rule == LeaseRelease || (rule == LeaseUntilBatchEnd && st.cursor >= st.leaseEnd)
+	if st.leaseActive && release {
 		st.leaseActive = false
 		st.retries = 0
 		st.batches++

@@ -66,11 +66,11 @@ func TestMigrationsGrantNothingToPublic(t *testing.T) {
 		FROM pg_namespace n, aclexplode(COALESCE(n.nspacl, acldefault('n', n.nspowner))) a
 		WHERE a.grantee = 0 AND n.nspname NOT IN ('public', 'pg_catalog', 'information_schema')
 		  AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'`)
-	check("tables, views and sequences of queen", `
+	check("tables, views and sequences of queen and queen_streams", `
 		SELECT c.relname || ': ' || a.privilege_type
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
 		     aclexplode(COALESCE(c.relacl, acldefault((CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))) a
-		WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND a.grantee = 0`)
+		WHERE n.nspname IN ('queen', 'queen_streams') AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND a.grantee = 0`)
 	check("functions of queen (REVOKE EXECUTE ... FROM PUBLIC)", `
 		SELECT p.proname || ': ' || a.privilege_type
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
@@ -81,12 +81,14 @@ func TestMigrationsGrantNothingToPublic(t *testing.T) {
 		FROM pg_default_acl d LEFT JOIN pg_namespace n ON n.oid = d.defaclnamespace,
 		     aclexplode(d.defaclacl) a
 		WHERE a.grantee = 0`)
-	var usage, create bool
-	if err := pool.QueryRow(ctx, `SELECT has_schema_privilege('public', 'queen', 'USAGE'), has_schema_privilege('public', 'queen', 'CREATE')`).Scan(&usage, &create); err != nil {
-		t.Fatal(err)
-	}
-	if usage || create {
-		t.Fatalf("PUBLIC on schema queen: USAGE %v CREATE %v", usage, create)
+	for _, schema := range []string{"queen", "queen_streams"} {
+		var usage, create bool
+		if err := pool.QueryRow(ctx, `SELECT has_schema_privilege('public', $1, 'USAGE'), has_schema_privilege('public', $1, 'CREATE')`, schema).Scan(&usage, &create); err != nil {
+			t.Fatal(err)
+		}
+		if usage || create {
+			t.Fatalf("PUBLIC on schema %s: USAGE %v CREATE %v", schema, usage, create)
+		}
 	}
 
 	// A role with LOGIN and nothing else reaches none of it.
@@ -100,10 +102,11 @@ func TestMigrationsGrantNothingToPublic(t *testing.T) {
 		t.Skipf("cannot log in as %s (%v); the catalog checks above still ran", role, err)
 	}
 	defer conn.Close(ctx)
-	for _, table := range []string{"queues", "partitions", "messages", "partition_consumers", "dead_letter_queue", "system_state", "schema_migrations"} {
-		_, err := conn.Exec(ctx, fmt.Sprintf("SELECT 1 FROM queen.%s LIMIT 1", table))
+	for _, table := range []string{"queen.queues", "queen.partitions", "queen.messages", "queen.partition_consumers",
+		"queen.dead_letter_queue", "queen.system_state", "queen.schema_migrations", "queen_streams.queries", "queen_streams.state"} {
+		_, err := conn.Exec(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 1", table))
 		if err == nil || !strings.Contains(err.Error(), "permission denied") {
-			t.Errorf("a role without grants read queen.%s: %v", table, err)
+			t.Errorf("a role without grants read %s: %v", table, err)
 		}
 	}
 }

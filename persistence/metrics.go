@@ -35,6 +35,7 @@ type MetricsSnapshot struct {
 	Groups []GroupMetrics // every named group on every queue it has cursors on
 	// Counters are the sums over the brokers of queen.broker_counters, by counter name.
 	Counters map[string]int64
+	Streams  []StreamMetrics // every registered stream query
 }
 
 // firstUnconsumed is the oldest message of partition p after cursor (an expression), read only
@@ -99,6 +100,10 @@ func (s *Store) ReadMetrics(ctx context.Context, serverID string, add map[string
 		LEFT JOIN LATERAL ` + firstUnconsumed("pc.cursor_seq") + ` f ON true
 		WHERE pc.consumer_group <> '` + QueueMode + `'
 		GROUP BY pc.consumer_group, q.name`)
+	// A scan of the state table: stream state is windows and aggregates, small beside messages.
+	b.Queue(`SELECT q.name, count(s.key), COALESCE(sum(pg_column_size(s.value)), 0)::int8
+		FROM queen_streams.queries q LEFT JOIN queen_streams.state s ON s.query_id = q.id
+		GROUP BY q.id, q.name`)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if len(names) > 0 {
@@ -139,6 +144,18 @@ func (s *Store) ReadMetrics(ctx context.Context, serverID string, add map[string
 	})
 	if err != nil {
 		return snap, fmt.Errorf("cannot read the consumer group backlogs: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the stream state sizes: %w", err)
+	}
+	snap.Streams, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StreamMetrics, error) {
+		var m StreamMetrics
+		err := row.Scan(&m.Query, &m.Rows, &m.Bytes)
+		return m, err
+	})
+	if err != nil {
+		return snap, fmt.Errorf("cannot read the stream state sizes: %w", err)
 	}
 	if err := br.Close(); err != nil {
 		return snap, fmt.Errorf("cannot finish the metrics read: %w", err)

@@ -31,10 +31,12 @@ type RetentionReport struct {
 	Completed  int64 // consumed messages older than completed_retention_seconds
 	Partitions int64 // idle empty partitions
 	Stats      int64 // rows of per-minute statistics
+	// StreamState counts state rows of streams whose source partition no longer exists.
+	StreamState int64
 }
 
 // RunRetention applies the retention options of every queue with retention_enabled, removes
-// idle empty partitions and old statistics, and records what it deleted in the statistics. It
+// idle empty partitions, old statistics and the stream state of partitions gone, and records what it deleted in the statistics. It
 // returns ErrCleanupBusy at once when another session is cleaning up.
 func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (RetentionReport, error) {
 	batch := o.BatchSize
@@ -56,8 +58,11 @@ func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (Retention
 			}
 		}
 		if o.StatsRetentionDays > 0 {
-			rep.Stats, err = s.pruneStats(ctx, o.StatsRetentionDays, batch)
+			if rep.Stats, err = s.pruneStats(ctx, o.StatsRetentionDays, batch); err != nil {
+				return err
+			}
 		}
+		rep.StreamState, err = s.deleteOrphanState(ctx, batch)
 		return err
 	})
 	return rep, err

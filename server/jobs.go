@@ -65,8 +65,9 @@ func (j *jobs) loop(ctx context.Context, store *persistence.Store, cfg config.Co
 				StatsRetentionDays: cfg.StatsRetentionDays,
 			})
 			counts := []any{"expired_messages", rep.Expired, "completed_messages", rep.Completed,
-				"partitions", rep.Partitions, "duration", time.Since(start), "stats_rows", rep.Stats}
-			deleted := rep.Expired + rep.Completed + rep.Partitions + rep.Stats
+				"partitions", rep.Partitions, "duration", time.Since(start), "stats_rows", rep.Stats,
+				"stream_state_rows", rep.StreamState}
+			deleted := rep.Expired + rep.Completed + rep.Partitions + rep.Stats + rep.StreamState
 			if ok(ctx, log, "retention", err, counts) && deleted > 0 {
 				log.Info("retention deleted", counts...)
 			}

@@ -20,10 +20,11 @@ const (
 	PopWait // a long-poll: its time includes the wait for messages
 	Ack
 	Transaction
+	StreamCycle // POST /streams/v1/cycle
 	ops
 )
 
-var opNames = [ops]string{"push", "pop", "pop_wait", "ack", "transaction"}
+var opNames = [ops]string{"push", "pop", "pop_wait", "ack", "transaction", "stream_cycle"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -41,6 +42,7 @@ const (
 	transactions
 	deadLettered
 	dbErrors
+	streamCycles
 	nCounters
 )
 
@@ -48,7 +50,7 @@ const (
 // broker, and their sums over the brokers, queen_cluster_<name>_total.
 var Counters = [nCounters]string{
 	"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
-	"ack_requests", "ack_messages", "transactions", "dlq", "db_errors",
+	"ack_requests", "ack_messages", "transactions", "dlq", "db_errors", "stream_cycles",
 }
 
 // latencyBuckets are the bounds of queen_request_duration_seconds, in seconds: Prometheus-style
@@ -120,6 +122,7 @@ func New() *Broker {
 	set := metrics.NewSet()
 	b := &Broker{Set: set, started: time.Now(), requests: [ops]counter{
 		Push: pushRequests, Pop: popRequests, PopWait: popRequests, Ack: ackRequests, Transaction: transactions,
+		StreamCycle: streamCycles,
 	}}
 	for c, name := range Counters {
 		b.counters[c] = set.NewCounter("queen_process_" + name + "_total")

@@ -63,8 +63,12 @@ var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 // QueueLabels are the labels of a queue: the name its tenant knows, and
 // a tenant label only for a tenant's queue. The stored name never reaches a label.
-func QueueLabels(q persistence.QueueName) string {
-	l := `queue="` + LabelValue(q.Name) + `"`
+func QueueLabels(q persistence.QueueName) string { return nameLabels("queue", q) }
+
+// nameLabels are the labels of a tenant's named thing (a queue, a stream query): the name under
+// key, and the tenant unless it is the default one.
+func nameLabels(key string, q persistence.QueueName) string {
+	l := key + `="` + LabelValue(q.Name) + `"`
 	if q.Tenant != "" {
 		l += `,tenant="` + LabelValue(q.Tenant) + `"`
 	}

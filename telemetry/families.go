@@ -36,8 +36,9 @@ var Families = []Family{
 	{"queen_process_ack_messages_total", "counter", "", "Acknowledgements PostgreSQL applied for this broker, from ack routes and transactions, whatever their status."},
 	{"queen_process_transactions_total", "counter", "", "Transaction requests this broker answered."},
 	{"queen_process_dlq_total", "counter", "", "Messages this broker's acknowledgements moved to the dead-letter queue."},
+	{"queen_process_stream_cycles_total", "counter", "", "Stream cycle requests (POST /streams/v1/cycle) this broker answered."},
 	{"queen_process_db_errors_total", "counter", "", "Failed database transaction attempts of this broker (push, pop, ack, transaction, admin writes, metrics read), retried ones included."},
-	{"queen_request_duration_seconds", "histogram", "op", "Time to answer a request, by op: push, pop (no wait), pop_wait (long-poll, its wait included), ack, transaction."},
+	{"queen_request_duration_seconds", "histogram", "op", "Time to answer a request, by op: push, pop (no wait), pop_wait (long-poll, its wait included), ack, transaction, stream_cycle."},
 
 	// Long-polls and pops, per broker (package actors).
 	{"queen_pop_parked", "gauge", "", "Long-poll pops parked on this broker, waiting for messages."},
@@ -78,6 +79,8 @@ var Families = []Family{
 	{"queen_dlq_depth_by_queue", "gauge", queueLabels, "Dead-letter entries of the queue (one per message and consumer group)."},
 	{"queen_consumer_group_lag_messages", "gauge", "consumer_group, " + queueLabels, "Messages of the queue after the group's cursors, on the partitions the group has read."},
 	{"queen_consumer_group_lag_seconds", "gauge", "consumer_group, " + queueLabels, "Age of the oldest message of the queue the group has not consumed; 0 when caught up."},
+	{"queen_stream_state_rows", "gauge", "query, tenant", "State rows a stream query keeps (every source partition), tenant only on a tenant's query."},
+	{"queen_stream_state_bytes", "gauge", "query, tenant", "Stored size of a stream query's state values, in bytes."},
 
 	// Cluster-wide, from the periodic read: the same on every broker of a cluster.
 	{"queen_cluster_push_requests_total", "counter", "", "Push requests answered by every broker of the cluster over the life of its database."},
@@ -89,6 +92,7 @@ var Families = []Family{
 	{"queen_cluster_ack_messages_total", "counter", "", "Acknowledgements applied for every broker of the cluster."},
 	{"queen_cluster_transactions_total", "counter", "", "Transaction requests answered by every broker of the cluster."},
 	{"queen_cluster_dlq_total", "counter", "", "Messages dead-lettered by the acknowledgements of every broker of the cluster."},
+	{"queen_cluster_stream_cycles_total", "counter", "", "Stream cycle requests answered by every broker of the cluster."},
 	{"queen_cluster_db_errors_total", "counter", "", "Failed database transaction attempts of every broker of the cluster."},
 	{"queen_cluster_queues", "gauge", "", "Queues in the database."},
 	{"queen_cluster_pending_messages", "gauge", "", "Messages not yet consumed in queue mode, over every queue."},

@@ -102,6 +102,16 @@ func (b *Broker) Publish(r Read) Dropped {
 	perGroup("queen_consumer_group_lag_messages", func(g persistence.GroupMetrics) float64 { return float64(g.Lag) })
 	perGroup("queen_consumer_group_lag_seconds", func(g persistence.GroupMetrics) float64 { return g.LagSeconds })
 
+	// Stream queries are few (each is a deployed pipeline), so every one has its series.
+	rows := make([]sample, len(r.Streams))
+	sizes := make([]sample, len(r.Streams))
+	for i, q := range r.Streams {
+		rows[i] = sample{nameLabels("query", q.Query), float64(q.Rows)}
+		sizes[i] = sample{nameLabels("query", q.Query), float64(q.Bytes)}
+	}
+	p.family("queen_stream_state_rows", rows)
+	p.family("queen_stream_state_bytes", sizes)
+
 	for _, name := range Counters {
 		p.family("queen_cluster_"+name+"_total", []sample{{"", float64(r.Counters[name])}})
 	}

@@ -77,8 +77,11 @@ func TestRouteTableLevels(t *testing.T) {
 		case strings.HasPrefix(r.Path, "/api/v1/system/"), strings.HasPrefix(r.Path, "/internal/"),
 			strings.HasPrefix(r.Path, "/api/v1/dlq/") && strings.HasSuffix(r.Path, "/replay"),
 			r.Method == "DELETE" && (strings.HasPrefix(r.Path, "/api/v1/resources/queues/") || strings.HasPrefix(r.Path, "/api/v1/consumer-groups/")),
-			r.Method == "POST" && r.Path == "/api/v1/stats/refresh":
+			r.Method == "POST" && r.Path == "/api/v1/stats/refresh",
+			r.Method == "DELETE" && strings.HasPrefix(r.Path, "/streams/v1/queries/"):
 			want = auth.Admin
+		case r.Path == "/streams/v1/state/get": // a read, though a POST
+			want = auth.ReadOnly
 		case strings.HasPrefix(r.Path, "/api/v1/pop"), r.Method == "POST", r.Method == "DELETE":
 			want = auth.ReadWrite
 		case r.Method == "GET":

@@ -43,6 +43,7 @@ var pathParamCaps = map[string]int{
 	"partitionId":   maxIDParam,
 	"leaseId":       maxIDParam,
 	"file":          maxName,
+	"query":         maxName,
 }
 
 // nameKeys are the query keys and body fields that hold names, capped at maxName.
@@ -52,9 +53,10 @@ var nameKeys = map[string]bool{
 	"partitionId": true, "leaseId": true, "workerId": true,
 }
 
-// freeJSON are the body fields whose value is the client's own JSON: stored as given after
-// the payload rules of sanitizePayload, so the name rules do not apply inside them.
-var freeJSON = map[string]bool{"payload": true, "data": true}
+// freeJSON are the body fields whose value is the client's own JSON (message payloads, a
+// stream's state values): stored as given after the payload rules of sanitizePayload, so the
+// name rules do not apply inside them.
+var freeJSON = map[string]bool{"payload": true, "data": true, "value": true}
 
 // routeParams lists the {name} parameters of a route path and panics on a name without a cap.
 func routeParams(path string) []string {

@@ -269,6 +269,85 @@ func FuzzDecodeTransaction(f *testing.F) {
 }
 
 // requireBadRequest fails unless err is a *badRequest with a message.
+// The stream cycle body: besides the promises above, state keys are text PostgreSQL takes
+// within the key cap, an upsert always carries a value (nil means delete), and the ack is bound
+// to the cycle's partition and consumer group with a lease rule from release_lease.
+func FuzzDecodeCycle(f *testing.F) {
+	base := `"query_id":"` + uuidA + `","partition_id":"` + uuidA + `"`
+	cyc := func(rest string) string {
+		if rest == "" {
+			return "{" + base + "}"
+		}
+		return "{" + base + "," + rest + "}"
+	}
+	addSeeds(f, garbageBodies, []string{
+		cyc(""), `{"query_id":"x"}`, `{"query_id":5,"partition_id":"` + uuidA + `"}`,
+		cyc(`"consumer_group":"streams.q","state_ops":[{"type":"upsert","key":"tumble\u001f1","value":{"count":1,"windowEnd":2}},{"type":"delete","key":"k"}]`),
+		cyc(`"state_ops":null,"push_items":null,"ack":null`), cyc(`"state_ops":{}`), cyc(`"state_ops":[1]`),
+		cyc(`"state_ops":[{"type":"upsert","key":"k"}]`), cyc(`"state_ops":[{"type":"upsert","key":"k","value":null}]`),
+		cyc(`"state_ops":[{"type":"upsert","key":"k","value":"\u0000"}]`), cyc(`"state_ops":[{"type":"delete","key":""}]`),
+		cyc(`"state_ops":[{"type":"delete","key":"` + strings.Repeat("é", 600) + `"}]`),
+		cyc(`"push_items":[{"queue":"out","partition":"p","payload":{"n":1},"transactionId":"t"}]`),
+		cyc(`"push_items":[{"queue":"out","traceId":"nope"}]`), cyc(`"push_items":[{}]`), cyc(`"push_items":"x"`),
+		cyc(`"ack":{"transactionId":"t","leaseId":"` + uuidT + `","status":"completed","count":25},"release_lease":false`),
+		cyc(`"ack":{"transactionId":"t","status":"dlq","error":"bad"}`), cyc(`"ack":{"transactionId":"t","status":"retry"}`),
+		cyc(`"ack":{"transactionId":"t","count":1.5}`), cyc(`"ack":{}`), cyc(`"ack":[]`), cyc(`"release_lease":1`),
+	})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := decodeCycle(body)
+		if err != nil {
+			requireBadRequest(t, body, err)
+			return
+		}
+		var in struct {
+			StateOps  []stateOpJSON  `json:"state_ops"`
+			PushItems []pushItemJSON `json:"push_items"`
+			Ack       *cycleAckJSON  `json:"ack"`
+			Release   *bool          `json:"release_lease"`
+		}
+		if e := json.Unmarshal(body, &in); e != nil {
+			t.Fatalf("decodeCycle accepted %q, which does not decode as a cycle: %v", body, e)
+		}
+		if len(c.StateOps) != len(in.StateOps) || len(c.push) != len(in.PushItems) {
+			t.Fatalf("decodeCycle(%q): %d state ops and %d push items for %d and %d", body, len(c.StateOps), len(c.push), len(in.StateOps), len(in.PushItems))
+		}
+		for i, op := range c.StateOps {
+			where := "state_ops[" + strconv.Itoa(i) + "]"
+			if op.Key == "" || len(op.Key) > maxStateKey {
+				t.Fatalf("body %q: %s key %q", body, where, op.Key)
+			}
+			checkText(t, body, where+".key", op.Key)
+			var typ string
+			_ = json.Unmarshal(in.StateOps[i].Type, &typ)
+			if (typ == "upsert") != (op.Value != nil) {
+				t.Fatalf("body %q: %s is %q with value %q", body, where, typ, op.Value)
+			}
+			if op.Value != nil {
+				checkPayload(t, body, where+".value", op.Value, in.StateOps[i].Value)
+			}
+		}
+		for i := range c.push {
+			checkPushItem(t, body, "push_items["+strconv.Itoa(i)+"]", c.push[i], &in.PushItems[i], true)
+		}
+		if (c.Ack == nil) != (in.Ack == nil) {
+			t.Fatalf("decodeCycle(%q): ack %v", body, c.Ack)
+		}
+		if c.Ack == nil {
+			return
+		}
+		a := *c.Ack
+		checkAck(t, body, "ack", a, &ackJSON{TransactionID: in.Ack.TransactionID, PartitionID: json.RawMessage(`"` + c.PartitionID.String() + `"`),
+			Status: in.Ack.Status, LeaseID: in.Ack.LeaseID, Error: in.Ack.Error}, "")
+		if a.PartitionID != c.PartitionID || a.Status == persistence.AckRetry || c.ackCount < 0 {
+			t.Fatalf("decodeCycle(%q): ack %+v count %d", body, a, c.ackCount)
+		}
+		keep := in.Release != nil && !*in.Release && a.Status == persistence.AckCompleted
+		if want := map[bool]persistence.LeaseAfterAck{true: persistence.LeaseKeep, false: persistence.LeaseRelease}[keep]; a.Lease != want {
+			t.Fatalf("decodeCycle(%q): lease rule %v, want %v", body, a.Lease, want)
+		}
+	})
+}
+
 func requireBadRequest(t *testing.T, body []byte, err error) {
 	t.Helper()
 	var bad *badRequest

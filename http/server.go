@@ -219,6 +219,12 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/analytics/postgres-stats", readOnly, s.postgresStats},
 		{"POST", "/api/v1/stats/refresh", admin, s.refreshStats},
 
+		// The streaming SDKs' routes (streams.go).
+		{"POST", "/streams/v1/queries", readWrite, s.registerStreamQuery},
+		{"DELETE", "/streams/v1/queries/{query}", admin, s.deleteStreamQuery},
+		{"POST", "/streams/v1/cycle", readWrite, s.streamCycle},
+		{"POST", "/streams/v1/state/get", readOnly, s.streamState},
+
 		{"GET", "/api/v1/status/buffers", readOnly, s.bufferStatus},
 		{"GET", "/api/v1/system/maintenance", admin, s.getMaintenance},
 		{"POST", "/api/v1/system/maintenance", admin, s.setMaintenance},

@@ -37,7 +37,7 @@ var odd = []string{"..", "%2e%2e", "a%2Fb", "%2F", "x'; DROP TABLE queen.message
 var validParam = map[string]string{
 	"queue": "q", "partition": "Default", "group": "g", "traceName": "t", "transactionId": "tx",
 	"partitionId": "0190f3c1-0000-7000-8000-000000000001", "leaseId": "0190f3c1-0000-7000-8000-000000000002",
-	"file": "app.js",
+	"file": "app.js", "query": "q.stream",
 }
 
 // sampleBodies are valid bodies of the routes that take one, by "METHOD path".
@@ -62,6 +62,13 @@ var sampleBodies = map[string]string{
 	"POST /auth/logout":                                                               `{}`,
 	"POST /api/v1/stats/refresh":                                                      `{}`,
 	"POST /api/v1/dlq/{partitionId}/{transactionId}/replay":                           `{}`,
+	"POST /streams/v1/queries":                                                        `{"name":"q.stream","source_queue":"q","sink_queue":"s","config_hash":"h","reset":false}`,
+	"POST /streams/v1/cycle": `{"query_id":"0190f3c1-0000-7000-8000-000000000003","partition_id":"0190f3c1-0000-7000-8000-000000000001",` +
+		`"consumer_group":"g","state_ops":[{"type":"upsert","key":"k","value":{"n":1}},{"type":"delete","key":"k2"}],` +
+		`"push_items":[{"queue":"s","partition":"p","transactionId":"tx","payload":{"k":"v"}}],` +
+		`"ack":{"transactionId":"tx","leaseId":"0190f3c1-0000-7000-8000-000000000002","status":"completed","count":1},"release_lease":true}`,
+	"POST /streams/v1/state/get": `{"query_id":"0190f3c1-0000-7000-8000-000000000003","partition_id":"0190f3c1-0000-7000-8000-000000000001",` +
+		`"keys":["k"],"key_prefix":"k","ripe_at_or_before":1}`,
 }
 
 // queryKeys are put in every route's query string: the boundary checks every key, read or not.

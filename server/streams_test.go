@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"queen/auth"
 	"queen/persistence"
+	"queen/persistence/pgtest"
 	"queen/server/servertest"
 )
 
@@ -35,11 +37,16 @@ type streamAPI struct {
 }
 
 func newStreamAPI(c *servertest.Client, header ...string) *streamAPI {
+	return streamAPIAt(c.Base, header...)
+}
+
+// streamAPIAt calls the broker at base, sending the header pairs on every request.
+func streamAPIAt(base string, header ...string) *streamAPI {
 	h := http.Header{}
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Set(header[i], header[i+1])
 	}
-	return &streamAPI{base: c.Base, header: h, http: &http.Client{Timeout: time.Minute}}
+	return &streamAPI{base: base, header: h, http: &http.Client{Timeout: time.Minute}}
 }
 
 // call sends body as JSON and decodes the answer into out; it fails on another status.
@@ -765,6 +772,48 @@ func TestStreamSinkPushesAreWritePaths(t *testing.T) {
 	}
 	if rows := storedRows(t, c, "plain.out"); len(rows) != 2 {
 		t.Fatalf("plain.out holds %d messages, want 2", len(rows))
+	}
+}
+
+// A cycle's sink push through broker A wakes a pop parked on the sink at broker B: B re-checks
+// its parked pops only after a minute, so only the mesh's wake-up can deliver in time.
+func TestStreamCycleWakesSinkPopsAcrossTheMesh(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	var lns [2]net.Listener
+	var addrs []string
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		lns[i] = ln
+		addrs = append(addrs, ln.Addr().String())
+	}
+	a := startMeshNode(t, "streams-a", db, lns[0], addrs, nil)
+	b := startMeshNode(t, "streams-b", db, lns[1], addrs, map[string]string{
+		"POP_WAIT_INITIAL_INTERVAL_MS": "60000", "POP_WAIT_MAX_INTERVAL_MS": "60000",
+	})
+	meshReady(t, a, 1)
+	meshReady(t, b, 1)
+	apiA := streamAPIAt(a.base)
+	must(t, apiA.call("POST", "/api/v1/configure", map[string]any{"queue": "wake.sink"}, 200, nil))
+	must(t, apiA.call("POST", "/api/v1/push", map[string]any{"items": []item{{"queue": "wake.src", "payload": 1}}}, 200, nil))
+	q := registerQuery(t, apiA, "wake.q", "wake.src", "wake.sink", "h")
+	p, err := q.popSource(1, 0, "")
+	must(t, err)
+
+	done := asyncPop(b, "/api/v1/pop/queue/wake.sink?wait=true&batch=10&timeout=30000")
+	waitUntil(t, 10*time.Second, "the sink pop to park on B", func() bool { return parkedOn(t, b, "wake.sink") == 1 })
+	m := p.Messages[0]
+	ans, err := q.cycle(map[string]any{"partition_id": *p.PartitionID, "consumer_group": q.group,
+		"push_items": []map[string]any{{"queue": "wake.sink", "payload": map[string]any{"via": "cycle"}}},
+		"ack":        map[string]any{"transactionId": m.TransactionID, "leaseId": m.LeaseID}})
+	must(t, err)
+	if !ans.Success {
+		t.Fatalf("cycle: %+v", ans)
+	}
+	o := <-done
+	if o.err != nil || !slices.Equal(payloads(o.p.Messages), []string{`{"via":"cycle"}`}) {
+		t.Fatalf("the pop parked on B: %v %v", payloads(o.p.Messages), o.err)
 	}
 }
 

@@ -196,7 +196,7 @@ func TestMetricsCountAKnownWorkload(t *testing.T) {
 
 	for name, want := range map[string]float64{
 		"push_requests": 5, "push_messages": 15, "pop_requests": 5, "pop_messages": 6, "pop_empty": 2,
-		"ack_requests": 3, "ack_messages": 5, "transactions": 1, "dlq": 2, "db_errors": 0,
+		"ack_requests": 3, "ack_messages": 5, "transactions": 1, "dlq": 2, "db_errors": 0, "stream_cycles": 0,
 	} {
 		if got := p.value(t, "queen_process_"+name+"_total"); got != want {
 			t.Errorf("queen_process_%s_total = %v, want %v", name, got, want)
@@ -207,7 +207,7 @@ func TestMetricsCountAKnownWorkload(t *testing.T) {
 		}
 	}
 	p.expect(t, "queen_request_duration_seconds", true, map[string]float64{
-		"op=push": 5, "op=pop": 4, "op=pop_wait": 1, "op=ack": 3, "op=transaction": 1})
+		"op=push": 5, "op=pop": 4, "op=pop_wait": 1, "op=ack": 3, "op=transaction": 1, "op=stream_cycle": 0})
 	// The fused calls: every pushed item (the duplicate too, but not the transaction's), and
 	// every acknowledgement of the ack routes.
 	p.expect(t, "queen_batch_items_fired_total", true, map[string]float64{"op=push": 15, "op=ack": 5})

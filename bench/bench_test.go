@@ -91,6 +91,14 @@ func TestMixedSmoke(t *testing.T) {
 	}
 }
 
+func TestStreamsSmoke(t *testing.T) {
+	r, err := RunStreams(ctx(t), target(t), StreamsConfig{Messages: 3000, Consumers: 3, Batch: 50, Size: 128, Partitions: 3, Duration: smoke})
+	requireVerified(t, r, err)
+	if r.CyclesPerSec == nil || *r.CyclesPerSec == 0 {
+		t.Fatalf("streams: no cycle committed during the window")
+	}
+}
+
 func TestWakeSmoke(t *testing.T) {
 	r, err := RunWake(ctx(t), target(t), WakeConfig{Samples: 5, Size: 64})
 	requireVerified(t, r, err)
@@ -223,6 +231,47 @@ func TestVerifierCatchesFaults(t *testing.T) {
 			t.Errorf("%s: unexpected failures:\n%s", tc.name, fails)
 		case tc.want != "" && !strings.Contains(fails, tc.want):
 			t.Errorf("%s: want a failure containing %q, got:\n%s", tc.name, tc.want, fails)
+		}
+	}
+}
+
+// TestStreamsVerifierCatchesFaults feeds the streams checks state and sink contents a broken
+// broker could leave after two committed cycles of partition p0 (150 messages over windows w0
+// and w1), and checks each is reported.
+func TestStreamsVerifierCatchesFaults(t *testing.T) {
+	tally := newStreamTally()
+	tally.add("id0", "p0", map[string]int64{"w0": 100}, 100)
+	tally.add("id0", "p0", map[string]int64{"w0": 20, "w1": 30}, 50)
+	p := tally.parts["id0"]
+	row := func(k string, n int64) stateRowAnswer { return stateRowAnswer{Key: k, Value: windowState{Count: n}} }
+	sum := func(n int64) sinkSummary { return sinkSummary{Partition: "p0", Count: n} }
+	for _, tc := range []struct {
+		name  string
+		rows  []stateRowAnswer
+		sink  []sinkSummary
+		wants []string // in the failures; none for a clean run
+	}{
+		{"as committed", []stateRowAnswer{row("w0", 120), row("w1", 30)}, []sinkSummary{sum(100), sum(50)}, nil},
+		{"a batch counted twice", []stateRowAnswer{row("w0", 220), row("w1", 30)}, []sinkSummary{sum(100), sum(50)},
+			[]string{"window w0: the state counts 220, the committed cycles 120"}},
+		{"a window lost", []stateRowAnswer{row("w0", 120)}, []sinkSummary{sum(100), sum(50)},
+			[]string{"window w1: no state"}},
+		{"a window nobody counted", []stateRowAnswer{row("w0", 120), row("w1", 30), row("w7", 1)}, []sinkSummary{sum(100), sum(50)},
+			[]string{"window w7: the state counts 1, the committed cycles 0"}},
+		{"a summary twice", []stateRowAnswer{row("w0", 120), row("w1", 30)}, []sinkSummary{sum(100), sum(50), sum(50)},
+			[]string{"3 summaries for 2 committed cycles", "summaries count 200 messages, the committed cycles 150"}},
+		{"a summary lost", []stateRowAnswer{row("w0", 120), row("w1", 30)}, []sinkSummary{sum(100)},
+			[]string{"1 summaries for 2 committed cycles", "partition p0: the sink's summaries count 100 messages"}},
+	} {
+		_, fails := p.checkState(tc.rows)
+		got := strings.Join(append(fails, tally.checkSink(tc.sink)...), "\n")
+		if len(tc.wants) == 0 && got != "" {
+			t.Errorf("%s: unexpected failures:\n%s", tc.name, got)
+		}
+		for _, w := range tc.wants {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: want a failure containing %q, got:\n%s", tc.name, w, got)
+			}
 		}
 	}
 }

@@ -167,10 +167,11 @@ type popMsg struct {
 	Data          payload `json:"data"`
 }
 
-type popAnswer struct {
-	Success  bool     `json:"success"`
-	Error    string   `json:"error"`
-	Messages []popMsg `json:"messages"`
+// popAnswer is a pop's answer; M is the shape of one delivered message.
+type popAnswer[M any] struct {
+	Success  bool   `json:"success"`
+	Error    string `json:"error"`
+	Messages []M    `json:"messages"`
 }
 
 // popParams are the query of a pop.
@@ -201,7 +202,10 @@ func (p popParams) path() string {
 
 // pop returns the delivered messages; an empty answer (nothing available, long-poll timeout)
 // is no error.
-func (h *conn) pop(path string) ([]popMsg, error) {
+func (h *conn) pop(path string) ([]popMsg, error) { return popAs[popMsg](h, path) }
+
+// popAs is pop for messages that do not carry the bench payload (a stream's sink summaries).
+func popAs[M any](h *conn, path string) ([]M, error) {
 	b, err := h.do("GET", path, nil)
 	if err != nil {
 		return nil, err
@@ -209,7 +213,7 @@ func (h *conn) pop(path string) ([]popMsg, error) {
 	if len(b) == 0 {
 		return nil, nil // the reference omits empty bodies
 	}
-	var a popAnswer
+	var a popAnswer[M]
 	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("cannot decode pop answer %.200q: %w", b, err)
 	}

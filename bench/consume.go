@@ -152,9 +152,26 @@ func runConsumers(c *client, queue string, groups []*groupLog, consumers, batch 
 	return st
 }
 
-// prefill pushes messages (untimed) with large batches from a few producers.
-func prefill(ctx context.Context, c *client, queue string, parts []string, size int, messages int64, led *ledger, errs *errorCounts) error {
+// prefilled is a fresh queue pre-filled for a scenario's consumers.
+type prefilled struct {
+	queue    string
+	parts    []string
+	led      *ledger
+	expect   int64   // messages stored
+	fillTime float64 // seconds the pre-fill took
+}
+
+// prefill creates a fresh queue named after prefix and pushes messages to it over partitions
+// (untimed, with a progress line), with large batches from a few producers.
+func prefill(ctx context.Context, label string, c *client, prefix string, partitions, size int, messages int64, errs *errorCounts) (*prefilled, error) {
 	const producers, batch = 4, 1000
+	queue, parts := freshQueue(prefix), partitionNames(partitions)
+	led := newLedger(producers)
+	started := time.Now()
+	stopProgress := startProgress(label, nil, func() string {
+		return fmt.Sprintf("pre-filling %s of %d", count(led.expected()), messages)
+	})
+	defer stopProgress()
 	var next atomic.Int64 // messages claimed so far
 	var wg sync.WaitGroup
 	for i := range producers {
@@ -173,9 +190,28 @@ func prefill(ctx context.Context, c *client, queue string, parts []string, size 
 	}
 	wg.Wait()
 	if e := errs.snapshot(); errs.total() > 0 {
-		return fmt.Errorf("cannot pre-fill the queue: %d errors, first: %s", errs.total(), e.First)
+		return nil, fmt.Errorf("cannot pre-fill the queue: %d errors, first: %s", errs.total(), e.First)
 	}
-	return ctx.Err()
+	src := &prefilled{queue: queue, parts: parts, led: led, expect: led.expected(), fillTime: time.Since(started).Seconds()}
+	return src, ctx.Err()
+}
+
+// notePrefill notes the pre-fill and, when the consumers took every message before the
+// window's end, that the rates are over that shorter time (a failure when they took them during
+// the warmup). It reports whether they did.
+func (r *Result) notePrefill(w *window, src *prefilled, duration time.Duration) bool {
+	expect, fillTime := src.expect, src.fillTime
+	r.note("pre-filled %s messages in %.1f s (%s msg/s, pushes of 1000 from 4 connections, untimed)",
+		count(expect), fillTime, fmtRate(float64(expect)/fillTime))
+	if !w.endedEarly() {
+		return false
+	}
+	r.note("all %s pre-filled messages consumed after %.1f s of the %.1f s window: rate is over that time",
+		count(expect), r.Seconds, duration.Seconds())
+	if r.Seconds <= 0 {
+		r.fail(fmt.Sprintf("the consumers drained the %d pre-filled messages during the warmup: raise --messages", expect))
+	}
+	return true
 }
 
 // RunConsume pre-fills a queue, measures the consumers, drains what they left (untimed) and
@@ -189,28 +225,19 @@ func RunConsume(ctx context.Context, t *Target, cfg ConsumeConfig) (*Result, err
 	if cfg.Groups > 0 {
 		name = "fan-out"
 	}
-	queue := freshQueue(name)
-	parts := partitionNames(cfg.Partitions)
-	led := newLedger(4)
 	var errs errorCounts
-	filling := time.Now()
-	stopProgress := startProgress(cfg.label(), nil, func() string {
-		return fmt.Sprintf("pre-filling %s of %d", count(led.expected()), cfg.Messages)
-	})
-	err = prefill(ctx, c, queue, parts, cfg.Size, int64(cfg.Messages), led, &errs)
-	stopProgress()
+	src, err := prefill(ctx, cfg.label(), c, name, cfg.Partitions, cfg.Size, int64(cfg.Messages), &errs)
 	if err != nil {
 		return nil, err
 	}
-	fillTime := time.Since(filling).Seconds()
-	expect := led.expected()
+	queue, expect := src.queue, src.expect
 	var groups []*groupLog
 	for _, g := range groupNames(cfg.Groups) {
-		groups = append(groups, newGroupLog(g, parts, cfg.Size))
+		groups = append(groups, newGroupLog(g, src.parts, cfg.Size))
 	}
 
 	w := startWindow(ctx, t, cfg.Warmup, cfg.Duration)
-	stopProgress = startProgress(cfg.label(), w, func() string {
+	stopProgress := startProgress(cfg.label(), w, func() string {
 		var got int64
 		for _, g := range groups {
 			got += g.count.Load()
@@ -223,15 +250,7 @@ func RunConsume(ctx context.Context, t *Target, cfg ConsumeConfig) (*Result, err
 	w.finish(r)
 	r.setRates(st.msgs.Load(), st.reqs.Load())
 	r.Latency = percentiles(st.lats...)
-	r.note("pre-filled %s messages in %.1f s (%s msg/s, pushes of 1000 from 4 connections, untimed)",
-		count(expect), fillTime, fmtRate(float64(expect)/fillTime))
-	if w.endedEarly() {
-		r.note("all %s pre-filled messages consumed after %.1f s of the %.1f s window: rate is over that time",
-			count(expect), r.Seconds, cfg.Duration.Seconds())
-		if r.Seconds <= 0 {
-			r.fail(fmt.Sprintf("the consumers drained the %d pre-filled messages during the warmup: raise --messages", expect))
-		}
-	} else {
+	if !r.notePrefill(w, src, cfg.Duration) {
 		r.note("window ended with messages left (%d pre-filled per group)", expect)
 	}
 
@@ -240,7 +259,7 @@ func RunConsume(ctx context.Context, t *Target, cfg ConsumeConfig) (*Result, err
 		before := g.count.Load()
 		drain(ctx, cfg.label(), c, queue, g, expect, &errs)
 		left += g.count.Load() - before
-		r.fail(g.check(led)...)
+		r.fail(g.check(src.led)...)
 	}
 	if left > 0 {
 		r.note("%s messages left after the window were drained with autoAck to verify", count(left))

@@ -2,7 +2,7 @@
 //
 //	go run ./bench <scenario> [flags]
 //
-// Scenarios: ceiling, push, consume, mixed, wake, outage, scrape, all. Without --url it builds
+// Scenarios: ceiling, push, consume, mixed, streams, wake, outage, scrape, all. Without --url it builds
 // ./cmd/queen and runs it with a private PostgreSQL in a temporary directory, which also gives
 // it the broker's and PostgreSQL's CPU and memory. See usage below for the flags.
 package main
@@ -27,6 +27,8 @@ scenarios:
   push      producers pushing batches to rotating partitions
   consume   consumers draining a pre-filled queue: pop + ack/batch, or --autoack; --groups for fan-out
   mixed     push and consume at once on a fresh queue; reports the consumer lag
+  streams   stream-query runners over a pre-filled queue: pop, state/get, one cycle per batch
+            (window counts, a sink summary, the ack); --consumers runners, default 4
   wake      latency from a push's answer to the answer of a parked long-poll pop
   outage    push while PostgreSQL is stopped for most of --duration (disk spool), reported per
             --every; then the spool's drain once it is back (needs the bench's own broker)
@@ -112,8 +114,8 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&o.size, "size", 256, "payload bytes per message")
 	fs.IntVar(&o.partitions, "partitions", 10, "partitions the messages are spread over")
 	fs.IntVar(&o.conns, "conns", 16, "producer connections (ceiling: PostgreSQL connections, default 4; mixed: default 8)")
-	fs.IntVar(&o.consumers, "consumers", 8, "consumers (per group with --groups)")
-	fs.IntVar(&o.messages, "messages", 200000, "consume: messages pre-filled (fewer by default when --duration is short)")
+	fs.IntVar(&o.consumers, "consumers", 8, "consumers (per group with --groups); streams: runners, default 4")
+	fs.IntVar(&o.messages, "messages", 200000, "consume, streams: messages pre-filled (fewer by default when --duration is short)")
 	fs.IntVar(&o.groups, "groups", 0, "consume, mixed: consumer groups (0: queue mode)")
 	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
 	fs.IntVar(&o.samples, "samples", 200, "wake: samples; scrape: scrapes")
@@ -134,7 +136,7 @@ func parseArgs(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	switch o.scenario {
-	case "ceiling", "push", "consume", "mixed", "wake", "outage", "scrape", "all":
+	case "ceiling", "push", "consume", "mixed", "streams", "wake", "outage", "scrape", "all":
 	default:
 		fs.Usage()
 		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
@@ -181,22 +183,24 @@ func (o *options) intOr(name string, v, def int) int {
 	return def
 }
 
-func (o *options) consumeMessages() int {
+// prefillMessages is --messages, or enough for consumers at about perSec msg/s not to run
+// dry; faster ones drain it early, which ends the window and is reported.
+func (o *options) prefillMessages(perSec int) int {
 	if o.set["messages"] {
 		return o.messages
 	}
-	// Enough for consumers at about 10k msg/s not to run dry; faster ones drain it early,
-	// which ends the window and is reported.
-	return min(o.messages, max(20000, int(10000*(o.warmup+o.duration).Seconds())))
+	return min(o.messages, max(20000, int(float64(perSec)*(o.warmup+o.duration).Seconds())))
 }
 
 func (o *options) jobs() []job {
 	ceiling := CeilingConfig{Batch: o.batch, Size: o.size, Conns: o.intOr("conns", o.conns, 4), Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
 	push := PushConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Duration: o.duration, Warmup: o.warmup}
-	consume := ConsumeConfig{Messages: o.consumeMessages(), Consumers: o.consumers, Batch: o.batch, Groups: o.groups, AutoAck: o.autoAck,
+	consume := ConsumeConfig{Messages: o.prefillMessages(10000), Consumers: o.consumers, Batch: o.batch, Groups: o.groups, AutoAck: o.autoAck,
 		Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
 	mixed := MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.intOr("conns", o.conns, 8),
 		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
+	streams := StreamsConfig{Messages: o.prefillMessages(30000), Consumers: o.intOr("consumers", o.consumers, 4), Batch: o.batch,
+		Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
 	wake := WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
 	// The figures of the issue it answers: 8 connections, 10 messages per request.
 	outage := OutageConfig{Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
@@ -231,6 +235,8 @@ func (o *options) jobs() []job {
 		return []job{consumeJob(consume)}
 	case "mixed":
 		return []job{mixedJob(mixed)}
+	case "streams":
+		return []job{{"streams", streams.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunStreams(ctx, t, streams) }}}
 	case "wake":
 		return []job{wakeJob(wake)}
 	case "outage":

@@ -162,12 +162,20 @@ func RunPush(ctx context.Context, t *Target, cfg PushConfig) (*Result, error) {
 // drain pops (autoAck, untimed) what is left in the queue for one group until the group has
 // received expect messages and the queue answers empty, or nothing arrives for drainIdle.
 func drain(ctx context.Context, label string, c *client, queue string, g *groupLog, expect int64, errs *errorCounts) {
-	const drainers, batch, drainIdle = 4, 1000, 5 * time.Second
+	path := popParams{queue: queue, group: g.group, batch: 1000, autoAck: true}.path()
+	drainQueue(ctx, label, g.name, c, path, expect, g.count.Load,
+		func(msgs []popMsg, sent, recv time.Duration) { g.record(msgs, sent, recv) }, errs)
+}
+
+// drainQueue pops path (autoAck, untimed) from a few connections and hands each batch to got,
+// until have() reaches expect and the queue answers empty, or nothing arrives for drainIdle.
+func drainQueue[M any](ctx context.Context, label, name string, c *client, path string, expect int64,
+	have func() int64, got func(msgs []M, sent, recv time.Duration), errs *errorCounts) {
+	const drainers, drainIdle = 4, 5 * time.Second
 	stopProgress := startProgress(label, nil, func() string {
-		return fmt.Sprintf("verifying: %s drained %s of %s", g.name, count(g.count.Load()), count(expect))
+		return fmt.Sprintf("verifying: %s drained %s of %s", name, count(have()), count(expect))
 	})
 	defer stopProgress()
-	path := popParams{queue: queue, group: g.group, batch: batch, autoAck: true}.path()
 	var lastProgress atomic.Int64
 	lastProgress.Store(int64(now()))
 	var wg sync.WaitGroup
@@ -178,20 +186,20 @@ func drain(ctx context.Context, label string, c *client, queue string, g *groupL
 			cn := c.conn()
 			for ctx.Err() == nil {
 				sent := now()
-				msgs, err := cn.pop(path)
+				msgs, err := popAs[M](cn, path)
 				if err != nil {
 					errs.note(err)
 					time.Sleep(50 * time.Millisecond)
 				}
 				if len(msgs) > 0 {
-					g.record(msgs, sent, now())
+					got(msgs, sent, now())
 					lastProgress.Store(int64(now()))
 					continue
 				}
 				// Empty: done once everything came back (an answer after that would be a
 				// duplicate, which is why the queue must also answer empty), else wait a little
 				// for a slow broker.
-				if g.count.Load() >= expect || now()-time.Duration(lastProgress.Load()) > drainIdle {
+				if have() >= expect || now()-time.Duration(lastProgress.Load()) > drainIdle {
 					return
 				}
 				time.Sleep(20 * time.Millisecond)

@@ -16,7 +16,7 @@ import (
 
 // Result is one scenario run against one broker.
 type Result struct {
-	Scenario string  `json:"scenario"` // ceiling, push, consume, fan-out, mixed, wake, outage, scrape
+	Scenario string  `json:"scenario"` // ceiling, push, consume, fan-out, mixed, streams, wake, outage, scrape
 	Label    string  `json:"label"`    // scenario and its parameters, as in the table
 	Target   string  `json:"target"`   // A, or B for the --vs broker
 	URL      string  `json:"url,omitempty"`
@@ -41,6 +41,11 @@ type Result struct {
 	LagSlope       *float64 `json:"lagSlopePerSec,omitempty"`
 	LagGrowing     *bool    `json:"lagGrowing,omitempty"`
 	LagSamples     []int64  `json:"lagSamples,omitempty"` // one per second
+
+	// streams: MsgPerSec is source messages counted by committed cycles; Latency is the runner's
+	// round (pop, state read, cycle)
+	CyclesPerSec  *float64 `json:"cyclesPerSec,omitempty"`
+	CyclesRefused int64    `json:"cyclesRefused,omitempty"` // answered success:false, over the whole run
 
 	// wake: Latency is push answer → pop answer; this is push sent → pop answer
 	WakeFromPushSent *Percentiles `json:"wakeFromPushSentMs,omitempty"`

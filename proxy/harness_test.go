@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"queen/auth"
+	"queen/config"
+	"queen/persistence/pgtest"
+	"queen/proxy/pxdb"
+	"queen/server/servertest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The tests start real parts: brokers on their own PostgreSQL databases, the control-plane
+// database, and the proxy on loopback with a certificate chain made for the test. Clients
+// reach the proxy by host name (cell-a.proxy.test, ...) through a dialer that sends every
+// name to the proxy's address, as DNS would.
+
+// testCA is a certificate authority made for one test, and the proxy's certificate files.
+type testCA struct {
+	cert     *x509.Certificate
+	key      *ecdsa.PrivateKey
+	pool     *x509.CertPool
+	certFile string
+	keyFile  string
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "queen-proxy test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	must(t, err)
+	cert, err := x509.ParseCertificate(der)
+	must(t, err)
+	ca := &testCA{cert: cert, key: key, pool: x509.NewCertPool()}
+	ca.pool.AddCert(cert)
+	dir := t.TempDir()
+	ca.certFile, ca.keyFile = filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "proxy.key")
+	ca.issue(t, 2)
+	return ca
+}
+
+// issue writes a new server certificate for *.proxy.test and 127.0.0.1 with serial into the
+// proxy's files, and returns the serial.
+func (ca *testCA) issue(t *testing.T, serial int64) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "proxy.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"proxy.test", "*.proxy.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	must(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	must(t, err)
+	must(t, os.WriteFile(ca.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	must(t, os.WriteFile(ca.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+}
+
+// testProxy is a running proxy with its control plane.
+type testProxy struct {
+	t     *testing.T
+	p     *Proxy
+	store *pxdb.Store
+	addr  string
+	ca    *testCA // nil for plaintext
+	log   *syncBuffer
+}
+
+// startProxy starts a proxy with cfg changed by edit, TLS from ca when not nil.
+func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.Proxy)) *testProxy {
+	t.Helper()
+	cfg, err := config.LoadProxy(func(string) string { return "" })
+	must(t, err)
+	cfg.JWTSecret = "proxy-session-secret-0123456789abcdef"
+	if ca != nil {
+		cfg.TLSCert, cfg.TLSKey = ca.certFile, ca.keyFile
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	buf := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(buf, testLogSink()), nil))
+	p, err := New(context.Background(), cfg, store, log)
+	must(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(ln) }()
+	go p.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = p.Shutdown(sctx)
+		<-served
+	})
+	tp := &testProxy{t: t, p: p, store: store, addr: ln.Addr().String(), ca: ca, log: buf}
+	// The change feed (LISTEN) is up before a test revokes anything.
+	waitUntil(t, "the proxy to listen for control-plane changes", p.keys.listening.Load)
+	return tp
+}
+
+func testLogSink() io.Writer {
+	if os.Getenv("QUEEN_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+// client is an HTTP client of the proxy for host (a cell's host name), trusting the test CA.
+func (tp *testProxy) client() *http.Client {
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, tp.addr)
+	}
+	tr := &http.Transport{DialContext: dial, ForceAttemptHTTP2: false}
+	if tp.ca != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: tp.ca.pool}
+	}
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (tp *testProxy) url(host, path string) string {
+	scheme := "http"
+	if tp.ca != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + host + path
+}
+
+// do sends a request to host through the proxy with the given headers (pairs) and returns the
+// status, headers and body.
+func (tp *testProxy) do(host, method, path string, body any, headers ...string) (int, http.Header, []byte) {
+	tp.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		must(tp.t, err)
+		r = strings.NewReader(string(raw))
+	}
+	req, err := http.NewRequest(method, tp.url(host, path), r)
+	must(tp.t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := tp.client().Do(req)
+	must(tp.t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	must(tp.t, err)
+	return resp.StatusCode, resp.Header, out
+}
+
+// raw writes request bytes as they are (paths no client library would send) on a new
+// connection to the proxy and returns the status and body of the answer.
+func (tp *testProxy) raw(host, request string) (int, string) {
+	tp.t.Helper()
+	var conn net.Conn
+	var err error
+	if tp.ca != nil {
+		conn, err = tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: tp.ca.pool, ServerName: host})
+	} else {
+		conn, err = net.Dial("tcp", tp.addr)
+	}
+	must(tp.t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, request)
+	must(tp.t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	must(tp.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(tp.t, err)
+	return resp.StatusCode, string(b)
+}
+
+// codeOf is the "code" of a proxy answer.
+func codeOf(body []byte) string {
+	var a answer
+	_ = json.Unmarshal(body, &a)
+	return a.Code
+}
+
+const brokerSecret = "broker-jwt-secret-for-proxy-tests-0123456789"
+
+// startCellBroker starts a broker with JWT on (HS256, brokerSecret) and returns it with an
+// admin token for it, the credential a cell presents.
+func startCellBroker(t *testing.T, opts ...servertest.Option) (*servertest.Client, string) {
+	t.Helper()
+	opts = append([]servertest.Option{func(c *config.Config) {
+		c.JWT = auth.Defaults()
+		c.JWT.Secret = brokerSecret
+	}}, opts...)
+	c := servertest.Start(t, pgtest.NewDatabase(t), opts...)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "queen-proxy", "role": "admin",
+		"exp": time.Now().Add(24 * time.Hour).Unix()}).SignedString([]byte(brokerSecret))
+	must(t, err)
+	return c, tok
+}
+
+func openStore(t *testing.T) *pxdb.Store {
+	t.Helper()
+	s, _ := openStoreAt(t)
+	return s
+}
+
+// openStoreAt opens a control-plane store on a new database and returns its connection
+// string too, for a second process's connection.
+func openStoreAt(t *testing.T) (*pxdb.Store, string) {
+	t.Helper()
+	cs := pgtest.NewDatabase(t)
+	s, err := pxdb.OpenConn(context.Background(), cs, slog.New(slog.NewTextHandler(testLogSink(), nil)))
+	must(t, err)
+	t.Cleanup(s.Close)
+	return s, cs
+}
+
+var cli = pxdb.Actor{Who: "cli:test", Credential: "cli"}
+
+func addCell(t *testing.T, s *pxdb.Store, c pxdb.Cell) {
+	t.Helper()
+	must(t, s.AddCell(context.Background(), c, cli))
+}
+
+func newKey(t *testing.T, s *pxdb.Store, cell string, classes ...string) (pxdb.Key, string) {
+	t.Helper()
+	k, secret, err := s.CreateKey(context.Background(), cell, classes, time.Now().Add(time.Hour), cli)
+	must(t, err)
+	return k, secret
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUntil re-checks cond on a ticker until it holds; a generous bound, never a measure.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("%s did not happen within 30s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// syncBuffer is a log destination tests read while the proxy writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,184 @@
+// Package proxy is queen-proxy's serving side, the front door of a Queen deployment
+// (docs/proxy.md): it terminates TLS, authenticates API keys and human sessions against the
+// control-plane database (proxy/pxdb), classifies every path against a fail-closed route table
+// (route.go), forwards what a credential may reach to its cell with the cell's own credentials
+// and tenant, and records every mutating control-plane call in the append-only audit table.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"queen/config"
+	"queen/proxy/pxdb"
+)
+
+// Proxy serves the front door.
+type Proxy struct {
+	cfg   config.Proxy
+	store *pxdb.Store
+	log   *slog.Logger
+
+	cells  atomic.Pointer[cellSet]
+	keys   *keyCache
+	limits *limiter
+	tls    *certificate // nil without TLS
+	srv    *fasthttp.Server
+}
+
+// New builds the proxy: it loads the cells and, with TLS, the certificate, so that a bad file
+// stops the boot before anything is bound.
+func New(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.Logger) (*Proxy, error) {
+	p := &Proxy{cfg: cfg, store: store, log: log, keys: newKeyCache(store), limits: newLimiter(cfg)}
+	if cfg.TLS() {
+		c, err := loadCertificate(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, err
+		}
+		p.tls = c
+	}
+	if err := p.refreshCells(ctx); err != nil {
+		return nil, err
+	}
+	p.srv = &fasthttp.Server{
+		Handler:            p.handle,
+		Name:               "queen-proxy",
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadTimeout:        10 * time.Second,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: 2 * time.Minute}
+		},
+		IdleTimeout:     time.Minute,
+		ErrorHandler:    requestError,
+		CloseOnShutdown: true,
+		Logger:          fasthttpLogger{log},
+	}
+	return p, nil
+}
+
+// Serve accepts connections on ln (TLS when configured) until Shutdown.
+func (p *Proxy) Serve(ln net.Listener) error {
+	if p.tls != nil {
+		ln = p.tls.listener(ln)
+		p.log.Info("TLS listener enabled", "addr", ln.Addr().String(), "min_version", "1.2")
+	} else {
+		p.log.Warn("TLS is OFF: serving plaintext HTTP (set QUEEN_PROXY_TLS_CERT and QUEEN_PROXY_TLS_KEY)", "addr", ln.Addr().String())
+	}
+	err := p.srv.Serve(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Run keeps the cells and the key cache current until ctx ends: cells are re-read every
+// QUEEN_PROXY_CELLS_REFRESH_MS, and a revocation anywhere (another proxy, the CLI) empties the
+// key cache at once through PostgreSQL's LISTEN (keycache.go).
+func (p *Proxy) Run(ctx context.Context) {
+	go p.keys.listen(ctx, p.log, func() {
+		if err := p.refreshCells(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("cannot re-read the cells", "err", err)
+		}
+	})
+	t := time.NewTicker(p.cfg.CellsRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.refreshCells(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("cannot re-read the cells", "err", err)
+			}
+		}
+	}
+}
+
+// ReloadCertificate reads the certificate files again (SIGHUP). Connections already open keep
+// theirs; new handshakes get the new one. On error the old one stays.
+func (p *Proxy) ReloadCertificate() error {
+	if p.tls == nil {
+		return nil
+	}
+	return p.tls.reload()
+}
+
+// Shutdown stops accepting connections and waits for open requests.
+func (p *Proxy) Shutdown(ctx context.Context) error { return p.srv.ShutdownWithContext(ctx) }
+
+// handle is the whole request pipeline.
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
+	id := newRequestID()
+	ctx.Response.Header.Set("X-Request-Id", id)
+	// The request target as it arrived: route.go normalises it once, and that one form is
+	// both classified and forwarded (fasthttp's own normalised ctx.Path() is not used).
+	path, _, _ := strings.Cut(string(ctx.Request.Header.RequestURI()), "?")
+	method := string(ctx.Method())
+	if p.ownRoute(ctx, method, path, id) {
+		return
+	}
+	rt := classify(method, path)
+	if rt.class == Blocked {
+		writeJSON(ctx, fasthttp.StatusNotFound, answer{Code: "route_blocked", Error: "this path is not served by the proxy"})
+		return
+	}
+	c := p.cellFor(ctx)
+	if c == nil {
+		writeJSON(ctx, fasthttp.StatusNotFound, answer{Code: "unknown_cell", Error: "no cell answers to this host name"})
+		return
+	}
+	who, ok := p.authenticate(ctx, c, rt)
+	if !ok {
+		return
+	}
+	if who.key != nil && !p.limits.admit(ctx, who.key.ID, p.log) {
+		return
+	}
+	status := p.forward(ctx, c, rt, id)
+	if rt.mutating(method) {
+		p.audit(pxdb.Operation{Who: who.name, Credential: who.credential, Cell: c.Name, Method: method,
+			Path: rt.path, Class: string(rt.class), Status: status, RequestID: id})
+	}
+}
+
+// mutating reports whether a request of this route changes the control plane: the queue
+// admin and operator classes, anything but a read.
+func (r route) mutating(method string) bool {
+	return (r.class == QueueAdmin || r.class == Operator) && method != "GET" && method != "HEAD"
+}
+
+// audit appends an operation; a failure is logged with everything the row would have held.
+func (p *Proxy) audit(op pxdb.Operation) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.store.Record(ctx, op); err != nil {
+		p.log.Error("cannot record an operation in the audit table", "who", op.Who, "credential", op.Credential,
+			"cell", op.Cell, "method", op.Method, "path", op.Path, "class", op.Class, "status", op.Status,
+			"request_id", op.RequestID, "err", err)
+	}
+}
+
+// grants reports whether classes (as stored) include c.
+func grants(classes []string, c Class) bool { return slices.Contains(classes, string(c)) }
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug("fasthttp", "msg", format, "args", args)
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,28 +13,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// logBuffer collects a store's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// openStore opens a store on connString, closed when t ends, and returns what it logged.
-func openStore(t *testing.T, connString string) (*pxdb.Store, *logBuffer) {
+// openStore opens a store on connString, closed when t ends, and returns what its opening
+// logged (read it after: a bytes.Buffer is not for concurrent use).
+func openStore(t *testing.T, connString string) (*pxdb.Store, *bytes.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &bytes.Buffer{}
 	s, err := pxdb.OpenConn(testContext(t), connString, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatalf("OpenConn: %v", err)

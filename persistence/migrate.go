@@ -25,9 +25,20 @@ type Migration struct {
 	SQL     string
 }
 
-// LoadMigrations reads the embedded migration files in version order.
-func LoadMigrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(migrations.Files, ".")
+// MigrationSet is a directory of numbered SQL files applied in order to one database, recorded
+// in the schema_migrations table of its own schema.
+type MigrationSet struct {
+	Files   fs.FS  // NNNN_description.sql at the root
+	Schema  string // created if missing, closed to PUBLIC; holds schema_migrations
+	LockKey int64  // the advisory lock serialising the processes that migrate at once
+}
+
+// brokerMigrations are the broker's own.
+var brokerMigrations = MigrationSet{Files: migrations.Files, Schema: "queen", LockKey: migrationLockKey}
+
+// Load reads the migration files in version order.
+func (set MigrationSet) Load() ([]Migration, error) {
+	entries, err := fs.ReadDir(set.Files, ".")
 	if err != nil {
 		return nil, fmt.Errorf("cannot list migrations: %w", err)
 	}
@@ -45,7 +56,7 @@ func LoadMigrations() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: bad version number: %w", name, err)
 		}
-		body, err := fs.ReadFile(migrations.Files, name)
+		body, err := fs.ReadFile(set.Files, name)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read migration %s: %w", name, err)
 		}
@@ -60,31 +71,38 @@ func LoadMigrations() ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate creates the queen schema if needed and applies every migration not yet recorded in
-// queen.schema_migrations, each in its own transaction, while holding a session advisory lock.
+// Migrate creates the queen schema if needed and applies the broker's migrations not yet
+// recorded in queen.schema_migrations.
 func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
-	all, err := LoadMigrations()
-	if err != nil {
-		return err
-	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot acquire a connection for migrations: %w", err)
 	}
 	defer conn.Release()
+	return brokerMigrations.Apply(ctx, conn.Conn(), log)
+}
 
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+// Apply applies on conn every migration of the set not yet recorded, each in its own
+// transaction, while holding a session advisory lock.
+func (set MigrationSet) Apply(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
+	all, err := set.Load()
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", set.LockKey); err != nil {
 		return fmt.Errorf("cannot take the migration lock: %w", err)
 	}
 	defer func() {
 		// A fresh context: the unlock must happen even when ctx is already cancelled.
-		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", migrationLockKey)
+		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", set.LockKey)
 	}()
 
+	schema := pgx.Identifier{set.Schema}.Sanitize()
+	table := pgx.Identifier{set.Schema, "schema_migrations"}.Sanitize()
 	if _, err := conn.Exec(ctx, `
-		CREATE SCHEMA IF NOT EXISTS queen;
-		REVOKE ALL ON SCHEMA queen FROM PUBLIC;
-		CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+		CREATE SCHEMA IF NOT EXISTS `+schema+`;
+		REVOKE ALL ON SCHEMA `+schema+` FROM PUBLIC;
+		CREATE TABLE IF NOT EXISTS `+table+` (
 			version    integer PRIMARY KEY,
 			name       text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now()
@@ -93,7 +111,7 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
 	}
 
 	applied := map[int]bool{}
-	rows, err := conn.Query(ctx, "SELECT version FROM queen.schema_migrations")
+	rows, err := conn.Query(ctx, "SELECT version FROM "+table)
 	if err != nil {
 		return fmt.Errorf("cannot read applied migrations: %w", err)
 	}
@@ -113,13 +131,13 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			_, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", m.Version, m.Name)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("cannot apply migration %s: %w", m.Name, err)
 		}
-		log.Info("migration applied", "migration", m.Name)
+		log.Info("migration applied", "schema", set.Schema, "migration", m.Name)
 	}
 	return nil
 }

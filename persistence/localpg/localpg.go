@@ -60,6 +60,11 @@ type Cluster struct {
 
 const defaultPort = 5432
 
+// ErrInUse is what Start's error wraps when a live process already runs the cluster of the data
+// directory: another process of the same program then reaches that server through
+// DataDirConnString instead of starting its own.
+var ErrInUse = errors.New("the data directory is in use")
+
 // maxSocketPath is sizeof(sockaddr_un.sun_path) minus the terminating NUL.
 const maxSocketPath = 107
 
@@ -75,7 +80,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{
 		dataDir: dataDir,
 		pgdata:  filepath.Join(dataDir, "pgdata"),
-		runDir:  filepath.Join(dataDir, "run"),
+		runDir:  filepath.Join(dataDir, "run"), // DataDirConnString knows this name
 		log:     opts.Logger,
 		port:    defaultPort,
 		extra:   opts.Settings,
@@ -160,7 +165,18 @@ func (c *Cluster) ConnString(db string) string {
 	if port == 0 {
 		port = defaultPort
 	}
-	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", quoteConnValue(c.runDir), port, quoteConnValue(db))
+	return connString(c.runDir, port, db)
+}
+
+// DataDirConnString returns the conn string of database db on the cluster that a process
+// started in dataDir (absolute) without TCPPort: how a second process reaches it when Start
+// says ErrInUse.
+func DataDirConnString(dataDir, db string) string {
+	return connString(filepath.Join(dataDir, "run"), defaultPort, db)
+}
+
+func connString(runDir string, port int, db string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", quoteConnValue(runDir), port, quoteConnValue(db))
 }
 
 // Stop shuts the server down, rolling back open transactions. Calling it again after it
@@ -192,8 +208,8 @@ func (c *Cluster) lockDataDir() error {
 		owner, _ := io.ReadAll(f)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("a postgresql server is already running on %s, started by process %s which is still alive (another broker?): stop it or use another data directory",
-				c.pgdata, strings.TrimSpace(string(owner)))
+			return fmt.Errorf("a postgresql server is already running on %s, started by process %s which is still alive (another broker?): stop it or use another data directory: %w",
+				c.pgdata, strings.TrimSpace(string(owner)), ErrInUse)
 		}
 		return fmt.Errorf("cannot lock %s: %w", path, err)
 	}

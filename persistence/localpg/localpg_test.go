@@ -2,6 +2,7 @@ package localpg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -141,10 +142,14 @@ func TestSecondStartOnRunningClusterFails(t *testing.T) {
 		c2.Stop()
 		t.Fatal("second Start on a running cluster succeeded")
 	}
-	if !strings.Contains(err.Error(), "already running") {
-		t.Errorf("error %q does not say the server is already running", err)
+	if !strings.Contains(err.Error(), "already running") || !errors.Is(err, ErrInUse) {
+		t.Errorf("error %q does not say the server is already running, or does not wrap ErrInUse", err)
 	}
-	// The failed Start must leave the first server alone.
+	// The failed Start must leave the first server alone, and a second process reaches it
+	// through the data directory alone.
+	if got, want := DataDirConnString(dir, "postgres"), c.ConnString("postgres"); got != want {
+		t.Errorf("DataDirConnString = %s, want the running cluster's %s", got, want)
+	}
 	conn := connect(t, ctx, c)
 	var one int
 	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {

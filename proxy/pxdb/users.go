@@ -1,0 +1,98 @@
+package pxdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// User is a person who signs in to the proxy, bound to one cell with one role.
+type User struct {
+	Name string
+	Cell string
+	Role string // reader, writer or operator: see RoleClasses
+}
+
+// roles maps each user role to the classes it grants.
+var roles = map[string][]string{
+	"reader":   {"read"},
+	"writer":   {"produce", "consume", "read"},
+	"operator": {"produce", "consume", "queue_admin", "read", "operator"},
+}
+
+// RoleClasses returns the classes that a user role grants, and whether the role exists.
+func RoleClasses(role string) ([]string, bool) {
+	c, ok := roles[role]
+	return slices.Clone(c), ok
+}
+
+// userName allows e-mail addresses as names.
+var userName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$`)
+
+const minPasswordLen = 12
+
+// AddUser adds a user with password, stored as an argon2id hash. ErrNoCell when the cell does
+// not exist, ErrExists when the name is taken. Audited.
+func (s *Store) AddUser(ctx context.Context, u User, password string, by Actor) error {
+	if err := checkActor(by); err != nil {
+		return err
+	}
+	if !userName.MatchString(u.Name) {
+		return invalid("user name %q must be letters, digits and _.@+-, at most 128, starting with a letter or digit", u.Name)
+	}
+	if _, ok := roles[u.Role]; !ok {
+		return invalid("role %q must be reader, writer or operator", u.Role)
+	}
+	if utf8.RuneCountInString(password) < minPasswordLen {
+		return invalid("the password must have at least %d characters", minPasswordLen)
+	}
+	// Hashed before the transaction: it takes a while and needs no row.
+	hash, err := hashPassword(ctx, password)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO queen_proxy.users (name, cell, role, password_hash) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (name) DO NOTHING`, u.Name, u.Cell, u.Role, hash)
+		if isCode(err, foreignKeyViolation) {
+			return fmt.Errorf("cell %s: %w", u.Cell, ErrNoCell)
+		}
+		if err != nil {
+			return fmt.Errorf("cannot add user %s: %w", u.Name, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("user %s: %w", u.Name, ErrExists)
+		}
+		return audit(ctx, tx, by, "add_user", "user/"+u.Name, u.Cell)
+	})
+}
+
+// CheckPassword returns the user when password is theirs, ErrBadCredentials when the user does
+// not exist or the password is wrong. Both take the time of one hash, so the answer's timing
+// does not tell whether the name exists.
+func (s *Store) CheckPassword(ctx context.Context, name, password string) (User, error) {
+	u := User{Name: name}
+	var stored string
+	err := s.pool.QueryRow(ctx, `SELECT cell, role, password_hash FROM queen_proxy.users WHERE name = $1`, name).
+		Scan(&u.Cell, &u.Role, &stored)
+	known := err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		stored = dummyHash
+	} else if err != nil {
+		return User{}, fmt.Errorf("cannot look up user %s: %w", name, err)
+	}
+	ok, err := verifyPassword(ctx, password, stored)
+	if err != nil {
+		return User{}, fmt.Errorf("user %s: %w", name, err)
+	}
+	if !ok || !known {
+		return User{}, ErrBadCredentials
+	}
+	return u, nil
+}

@@ -105,8 +105,11 @@ func (p *Proxy) cellFor(ctx *fasthttp.RequestCtx) *cell {
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// The browser's origin headers go too: the proxy is the origin the browser talks to, and it
+// checked them (sameOrigin); the broker behind it would see a foreign origin and refuse.
 var strippedRequestHeaders = append([]string{"Authorization", "Cookie", "X-Queen-Tenant", "X-Forwarded-For",
-	"X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "X-Request-Id", "X-Csrf-Token"}, hopHeaders...)
+	"X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "X-Request-Id", "Origin", "Referer",
+	"Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"}, hopHeaders...)
 
 // forward sends the request to the cell on the normalised path and copies the answer back. It
 // returns the status answered.

@@ -2,7 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,6 +167,155 @@ func TestScrapeSmoke(t *testing.T) {
 	requireVerified(t, r, err)
 	if r.Latency.N != 5 {
 		t.Fatalf("scrape: %d scrapes measured, want 5", r.Latency.N)
+	}
+}
+
+// testCA makes a CA and a certificate it signs for 127.0.0.1, and writes the CA's PEM to a file
+// for --ca.
+func testCA(t *testing.T) (caFile string, cert tls.Certificate) {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	sign := func(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, by *ecdsa.PrivateKey) []byte {
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der
+	}
+	caKey, leafKey := key(), key()
+	from, to := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench test CA"}, NotBefore: from, NotAfter: to,
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER := sign(ca, ca, &caKey.PublicKey, caKey)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "front door"}, NotBefore: from, NotAfter: to,
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER := sign(leaf, ca, &leafKey.PublicKey, caKey)
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
+}
+
+// frontDoor starts a TLS reverse proxy before the broker at base that answers 401 to a request
+// without "Authorization: Bearer key" and forwards the others without it. With ownHealth it
+// answers /health itself, to anyone, as a load balancer's health check would, hiding the
+// broker's. It returns the proxy's https URL.
+func frontDoor(t *testing.T, base string, cert tls.Certificate, key string, ownHealth bool) string {
+	t.Helper()
+	backend, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(backend)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ownHealth && r.URL.Path == "/health" {
+			_, _ = io.WriteString(w, `{"status":"ok"}`)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "missing or wrong API key", http.StatusUnauthorized)
+			return
+		}
+		r.Header.Del("Authorization") // the front door's key, not the broker's
+		proxy.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestFrontDoorSmoke runs push and wake through a TLS front door that wants an API key, trusted
+// through a CA file: once with the broker's /health forwarded, once hidden behind the front
+// door's own, where the bench must measure through the API alone and say so.
+func TestFrontDoorSmoke(t *testing.T) {
+	caFile, cert := testCA(t)
+	roots, err := loadCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := servertest.Start(t, pgtest.NewDatabase(t))
+	for _, ownHealth := range []bool{false, true} {
+		tg := &Target{URL: frontDoor(t, broker.Base, cert, "k3y", ownHealth), Token: "k3y", RootCAs: roots}
+		if err := tg.probe(); err != nil {
+			t.Fatal(err)
+		}
+		if tg.Native == ownHealth {
+			t.Fatalf("own /health %v: the probe took the target for this project's broker: %v", ownHealth, tg.Native)
+		}
+		r, err := RunPush(ctx(t), tg, PushConfig{Batch: 10, Size: 128, Partitions: 3, Conns: 3, Duration: smoke})
+		requireVerified(t, r, err)
+		if hidden := strings.Contains(strings.Join(r.Notes, "\n"), "measured through its HTTP API alone"); hidden != ownHealth {
+			t.Fatalf("own /health %v: push noted the broker hidden: %v (%q)", ownHealth, hidden, r.Notes)
+		}
+		r, err = RunWake(ctx(t), tg, WakeConfig{Samples: 5, Size: 64})
+		requireVerified(t, r, err)
+		if r.Latency.N != 5 {
+			t.Fatalf("wake: %d samples measured, want 5", r.Latency.N)
+		}
+	}
+}
+
+// TestFrontDoorRun runs the command line on two front doors with different keys, --token for
+// --url and QUEEN_BENCH_VS_TOKEN for --vs: every round must verify with messages, the key must
+// not reach the report, and the ceiling, which no front door can serve, is skipped, not failed.
+func TestFrontDoorRun(t *testing.T) {
+	caFile, cert := testCA(t)
+	broker := servertest.Start(t, pgtest.NewDatabase(t))
+	a := frontDoor(t, broker.Base, cert, "alpha", false)
+	b := frontDoor(t, broker.Base, cert, "beta", true)
+	t.Setenv("QUEEN_BENCH_VS_TOKEN", "beta")
+	runArgs := func(args ...string) *Report {
+		t.Helper()
+		o, err := parseArgs(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := execute(ctx(t), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := runArgs("push", "--url", a, "--token", "alpha", "--vs", b, "--ca", caFile,
+		"--duration", "1s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3")
+	if rep.Failed || len(rep.Results) != 4 || len(rep.Comparisons) != 1 {
+		t.Fatalf("push A/B: failed %v, %d results, %d comparisons; want 4 verified results and 1 comparison", rep.Failed, len(rep.Results), len(rep.Comparisons))
+	}
+	for _, r := range rep.Results {
+		requireVerified(t, r, nil)
+	}
+	if cmd := strings.Join(rep.Command, " "); strings.Contains(cmd, "alpha") {
+		t.Fatalf("the report's command holds the key: %s", cmd)
+	}
+	rep = runArgs("ceiling", "--url", a, "--token", "alpha", "--ca", caFile)
+	if rep.Failed || len(rep.Results) != 1 || !rep.Results[0].Skipped {
+		t.Fatalf("ceiling through a front door: failed %v, results %+v; want one skipped", rep.Failed, rep.Results)
+	}
+}
+
+// TestFrontDoorWithoutKey: without the key the run stops at once with an error naming the 401,
+// whether the front door guards /health too or answers it to anyone.
+func TestFrontDoorWithoutKey(t *testing.T) {
+	caFile, cert := testCA(t)
+	broker := servertest.Start(t, pgtest.NewDatabase(t))
+	t.Setenv("QUEEN_BENCH_TOKEN", "")
+	for _, ownHealth := range []bool{false, true} {
+		o, err := parseArgs([]string{"push", "--url", frontDoor(t, broker.Base, cert, "k3y", ownHealth), "--ca", caFile, "--duration", "1s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = execute(ctx(t), o)
+		if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "--token") {
+			t.Fatalf("own /health %v: want an error naming the 401 and --token, got %v", ownHealth, err)
+		}
 	}
 }
 

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,27 +17,35 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// client talks HTTP/1.1 keep-alive to one broker. fasthttp rather than net/http because the load
-// generator shares two cores with the broker and PostgreSQL: every cycle it spends is a cycle
-// the broker does not get.
+// client talks HTTP/1.1 keep-alive to one broker, or to the TLS front door before it. fasthttp
+// rather than net/http because the load generator shares two cores with the broker and
+// PostgreSQL: every cycle it spends is a cycle the broker does not get.
 type client struct {
 	hc   *fasthttp.HostClient
-	host string // host:port, for the Host header and the request URIs
+	base string // scheme://host:port, the prefix of the request URIs
+	auth string // the Authorization header of every request; "" for none
 }
 
-func newClient(base string) (*client, error) {
+// newClient reaches base, http:// or https://. For https, roots are the CAs to trust (nil: the
+// system's) and the certificate must name the URL's host. A non-empty token is sent as a bearer
+// token on every request.
+func newClient(base, token string, roots *x509.CertPool) (*client, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse broker URL %q: %w", base, err)
 	}
-	if u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("broker URL %q must be http://host:port", base)
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("broker URL %q must be http://host:port or https://host:port", base)
 	}
 	host := u.Host
 	if u.Port() == "" {
-		host += ":80"
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
 	}
-	return &client{host: host, hc: &fasthttp.HostClient{
+	c := &client{base: u.Scheme + "://" + host, hc: &fasthttp.HostClient{
 		Addr:     host,
 		MaxConns: 4096,
 		// Long-polls last up to 30 s; anything slower than this is a hang worth reporting.
@@ -46,7 +58,32 @@ func newClient(base string) (*client, error) {
 		// Never resend: a resent pop could be delivered twice and a resent push stored twice,
 		// which would be blamed on the broker. An error is an error.
 		RetryIfErr: func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
-	}}, nil
+	}}
+	if u.Scheme == "https" {
+		c.hc.IsTLS = true
+		c.hc.TLSConfig = &tls.Config{RootCAs: roots, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+	}
+	if token != "" {
+		c.auth = "Bearer " + token
+	}
+	return c, nil
+}
+
+// loadCA is the pool of CAs an https target may be signed by: the system's and the
+// certificates of the PEM file path.
+func loadCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the CA file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool() // no system roots on this machine: the file's alone
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("the CA file %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // conn is one worker's request and response buffers, reused for every request it sends.
@@ -66,6 +103,12 @@ type errHTTP struct {
 
 func (e *errHTTP) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
 
+// hasStatus reports whether err is an answer with that HTTP status.
+func hasStatus(err error, status int) bool {
+	var he *errHTTP
+	return errors.As(err, &he) && he.status == status
+}
+
 // isSpoolFull reports the broker's answer to a push its disk spool had no room for.
 func isSpoolFull(err error) bool {
 	var he *errHTTP
@@ -77,7 +120,10 @@ func (h *conn) do(method, path string, body []byte) ([]byte, error) {
 	h.req.Reset()
 	h.resp.Reset()
 	h.req.Header.SetMethod(method)
-	h.req.SetRequestURI("http://" + h.c.host + path)
+	h.req.SetRequestURI(h.c.base + path)
+	if h.c.auth != "" {
+		h.req.Header.Set("Authorization", h.c.auth)
+	}
 	if body != nil {
 		h.req.Header.SetContentType("application/json")
 		h.req.SetBodyRaw(body)

@@ -9,12 +9,14 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +37,14 @@ scenarios:
   scrape    time of one /metrics/prometheus scrape with --queues queues (--samples scrapes)
   all       the standard set, one table
 
+front doors:
+  --url and --vs may be https:// URLs; --ca FILE adds a CA (PEM) to the system's for them.
+  --token T is sent as "Authorization: Bearer T" on every request to --url, --vs-token T to
+  --vs; without the flags the bench reads QUEEN_BENCH_TOKEN and QUEEN_BENCH_VS_TOKEN, which
+  keep a key out of the shell history. A target whose /health does not name this broker is
+  measured through its HTTP API alone: no process figures, no scrape, wake sleeps 50 ms for
+  a pop to park instead of reading the broker's gauge.
+
 flags:
 `
 
@@ -46,7 +56,11 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 type options struct {
 	scenario string
+	args     []string // after the scenario, for the report
 	url, vs  string
+	token    string         // for --url: the flag, else QUEEN_BENCH_TOKEN
+	vsToken  string         // for --vs: the flag, else QUEEN_BENCH_VS_TOKEN
+	roots    *x509.CertPool // --ca added to the system's; nil without --ca
 	mesh     string
 	pg       string
 	jsonPath string
@@ -104,6 +118,9 @@ func parseArgs(args []string) (*options, error) {
 	o := &options{set: map[string]bool{}}
 	fs.StringVar(&o.url, "url", "", "broker base URL (default: build and start this project's broker with its own PostgreSQL)")
 	fs.StringVar(&o.vs, "vs", "", "a second broker: run each scenario on both, alternating A B A B, and print A/B")
+	ca := fs.String("ca", "", "PEM file of a CA to trust, besides the system's, for https:// targets")
+	fs.StringVar(&o.token, "token", "", "API key sent as a bearer token to --url (default: $QUEEN_BENCH_TOKEN)")
+	fs.StringVar(&o.vsToken, "vs-token", "", "API key sent as a bearer token to --vs (default: $QUEEN_BENCH_VS_TOKEN)")
 	fs.StringVar(&o.mesh, "mesh", "", "wake: park the pop on this broker and push to --url")
 	fs.StringVar(&o.pg, "pg", "", "PostgreSQL conn string for ceiling when --url is given")
 	fs.StringVar(&o.jsonPath, "json", "", "write machine-readable results to this file")
@@ -127,8 +144,8 @@ func parseArgs(args []string) (*options, error) {
 		fs.Usage()
 		return nil, errors.New("no scenario given")
 	}
-	o.scenario = args[0]
-	if err := fs.Parse(args[1:]); err != nil {
+	o.scenario, o.args = args[0], args[1:]
+	if err := fs.Parse(o.args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -152,6 +169,26 @@ func parseArgs(args []string) (*options, error) {
 	if o.groups < 0 || o.duration <= 0 || o.warmup < 0 {
 		return nil, errors.New("--groups, --duration and --warmup cannot be negative, --duration not zero")
 	}
+	// A key is for one target: given for a target that is not there it would go nowhere, or
+	// to the broker the bench starts. The variables are read only where their target is given.
+	for _, k := range []struct {
+		flag, env, target string
+		url, key          *string
+	}{{"token", "QUEEN_BENCH_TOKEN", "url", &o.url, &o.token}, {"vs-token", "QUEEN_BENCH_VS_TOKEN", "vs", &o.vs, &o.vsToken}} {
+		switch {
+		case o.set[k.flag] && *k.url == "":
+			return nil, fmt.Errorf("--%s is the API key of --%s, which is not given", k.flag, k.target)
+		case !o.set[k.flag] && *k.url != "":
+			*k.key = os.Getenv(k.env)
+		}
+	}
+	if *ca != "" {
+		roots, err := loadCA(*ca)
+		if err != nil {
+			return nil, fmt.Errorf("--ca: %w", err)
+		}
+		o.roots = roots
+	}
 	if o.scenario == "outage" && (o.url != "" || o.vs != "") {
 		return nil, errors.New("outage stops and starts the PostgreSQL behind the broker: it runs only on the broker the bench starts (no --url, no --vs)")
 	}
@@ -166,6 +203,24 @@ func parseArgs(args []string) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// redactKeys is args with the values of --token and --vs-token hidden: the command goes into
+// the report, which is kept and shared.
+func redactKeys(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || (name != "token" && name != "vs-token") {
+			continue
+		}
+		if inline {
+			out[i] = "--" + name + "=***"
+		} else if i+1 < len(out) {
+			out[i+1] = "***"
+		}
+	}
+	return out
 }
 
 // job is one scenario with its parameters, runnable against any target.
@@ -278,11 +333,11 @@ func (o *options) jobs() []job {
 // writes the JSON.
 func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	started := time.Now()
-	rep = &Report{Started: started, Command: append([]string{"bench", o.scenario}, os.Args[2:]...), CPUs: runtime.NumCPU()}
+	rep = &Report{Started: started, Command: append([]string{"bench", o.scenario}, redactKeys(o.args)...), CPUs: runtime.NumCPU()}
 
 	var a *Target
 	if o.url != "" {
-		a = &Target{URL: strings.TrimRight(o.url, "/"), PGConn: o.pg}
+		a = &Target{URL: strings.TrimRight(o.url, "/"), Token: o.token, RootCAs: o.roots, PGConn: o.pg}
 		if err := a.probe(); err != nil {
 			return nil, err
 		}
@@ -303,7 +358,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	targets := []*Target{a}
 	rep.Targets = []string{a.URL}
 	if o.vs != "" {
-		b := &Target{URL: strings.TrimRight(o.vs, "/")}
+		b := &Target{URL: strings.TrimRight(o.vs, "/"), Token: o.vsToken, RootCAs: o.roots}
 		if err := b.probe(); err != nil {
 			return nil, err
 		}
@@ -311,7 +366,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		rep.Targets = append(rep.Targets, b.URL)
 	}
 	if o.mesh != "" {
-		m := &Target{URL: strings.TrimRight(o.mesh, "/")}
+		m := &Target{URL: strings.TrimRight(o.mesh, "/"), RootCAs: o.roots}
 		if err := m.probe(); err != nil {
 			return nil, err
 		}
@@ -323,15 +378,12 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		if ctx.Err() != nil {
 			break
 		}
-		if j.name == "ceiling" && a.PGConn == "" {
-			fmt.Printf("%s: skipped, no PostgreSQL to measure (--url without --pg)\n", j.label)
-			continue
-		}
 		rounds := 1
 		if len(targets) > 1 && j.name != "ceiling" {
 			rounds = 2
 		}
 		var perTarget [2][]*Result
+		skipped := false
 		for range rounds {
 			for ti, t := range targets {
 				if j.name == "ceiling" && ti > 0 {
@@ -342,12 +394,13 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 				if j.name == "ceiling" && r.Verified && ti == 0 {
 					ceiling = r.MsgPerSec
 				}
+				skipped = skipped || r.Skipped
 				perTarget[ti] = append(perTarget[ti], r)
 				rep.Results = append(rep.Results, r)
 				printLine(r)
 			}
 		}
-		if rounds > 1 {
+		if rounds > 1 && !skipped {
 			rep.Comparisons = append(rep.Comparisons, compare(j, perTarget[0], perTarget[1]))
 		}
 	}
@@ -360,7 +413,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 				r.CeilingRatio = &v
 			}
 		}
-		if !r.Verified {
+		if !r.Verified && !r.Skipped {
 			rep.Failed = true
 		}
 	}
@@ -379,8 +432,26 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	return rep, nil
 }
 
-// runJob runs one scenario on one target: a checkpoint first, broker log errors after.
+// cannotRun says why a scenario cannot run on t, "" when it can: the ceiling needs the
+// PostgreSQL behind the broker, scrape the broker's own metrics page.
+func cannotRun(scenario string, t *Target) string {
+	switch {
+	case scenario == "ceiling" && t.PGConn == "":
+		return "no PostgreSQL to measure: the bench cannot see the one behind a broker it did not start (give --pg with --url)"
+	case scenario == "scrape" && !t.Native:
+		return fmt.Sprintf("/health at %s does not name this project's broker, whose metrics page the scrape reads", t.URL)
+	}
+	return ""
+}
+
+// runJob runs one scenario on one target: a checkpoint first, broker log errors after. A
+// scenario the target cannot serve is skipped, with the reason in its notes.
 func runJob(ctx context.Context, j job, t *Target) *Result {
+	if why := cannotRun(j.name, t); why != "" {
+		r := &Result{Scenario: j.name, Label: j.label, URL: t.URL, Skipped: true}
+		r.note("skipped: %s", why)
+		return r
+	}
 	t.checkpoint(ctx)
 	offset := t.logOffset()
 	r, err := j.run(ctx, t)
@@ -397,6 +468,10 @@ func runJob(ctx context.Context, j job, t *Target) *Result {
 }
 
 func printLine(r *Result) {
+	if r.Skipped {
+		fmt.Printf("%-44s %s\n", r.Label, r.Notes[0])
+		return
+	}
 	status := "ok"
 	if !r.Verified {
 		status = "FAILED"

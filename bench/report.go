@@ -55,12 +55,18 @@ type Result struct {
 	Drain     *OutageDrain     `json:"drain,omitempty"`
 
 	Verified bool     `json:"verified"`
+	Skipped  bool     `json:"skipped,omitempty"` // the target cannot serve the scenario; the notes say why
 	Failures []string `json:"failures,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
 }
 
 func newResult(scenario, label string, t *Target, cfg any) *Result {
-	return &Result{Scenario: scenario, Label: label, URL: t.URL, Config: cfg}
+	r := &Result{Scenario: scenario, Label: label, URL: t.URL, Config: cfg}
+	// The ceiling alone does not go through the target's HTTP API.
+	if !t.Native && scenario != "ceiling" {
+		r.note("%s does not answer /health as this project's broker (a front door, or another broker): measured through its HTTP API alone, without the broker's process figures", t.URL)
+	}
+	return r
 }
 
 // latencyOnly reports a scenario measured by latency alone, without a message rate.
@@ -312,7 +318,10 @@ func printTable(out io.Writer, rep *Report) {
 	rows := [][]string{head}
 	for _, r := range rep.Results {
 		verified := "ok"
-		if !r.Verified {
+		switch {
+		case r.Skipped:
+			verified = "skipped"
+		case !r.Verified:
 			verified = "FAILED"
 		}
 		rss := "-"

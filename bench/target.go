@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -23,14 +24,18 @@ import (
 	"queen/persistence/localpg"
 )
 
-// Target is a broker under test and what the bench knows about it.
+// Target is a broker under test, reached directly or through a front door (a TLS proxy that
+// wants an API key), and what the bench knows about it.
 type Target struct {
-	URL       string // base URL, http://host:port
-	BrokerPID int    // 0: not ours, no CPU/RSS figures
-	PGPID     int    // postmaster pid, 0: unknown
-	PGConn    string // PostgreSQL behind the broker, for ceiling; "" when unknown
-	// Native is set for this project's broker: it exposes the parked-pop gauge live, which the
-	// wake scenario polls instead of sleeping.
+	URL       string         // base URL, http:// or https://host:port
+	Token     string         // sent as a bearer token on every request; "" for none
+	RootCAs   *x509.CertPool // https: the CAs its certificate may be signed by; nil: the system's
+	BrokerPID int            // 0: not ours, no CPU/RSS figures
+	PGPID     int            // postmaster pid, 0: unknown
+	PGConn    string         // PostgreSQL behind the broker, for ceiling; "" when unknown
+	// Native is set when /health names this project's broker: it exposes the parked-pop gauge
+	// live, which the wake scenario polls instead of sleeping. A front door that answers
+	// /health itself hides the broker: the bench then measures through the HTTP API alone.
 	Native  bool
 	LogPath string // broker log, scanned for errors after each scenario; "" when not ours
 	// PG is the PostgreSQL behind the broker when the bench started it itself, so that the
@@ -43,22 +48,44 @@ type Target struct {
 }
 
 func (t *Target) client() (*client, error) {
-	t.once.Do(func() { t.c, t.err = newClient(t.URL) })
+	t.once.Do(func() { t.c, t.err = newClient(t.URL, t.Token, t.RootCAs) })
 	return t.c, t.err
 }
 
-// probe checks that the broker answers /health and recognises this project's broker.
+// probe checks that the target answers and takes the bench's credentials, and whether /health
+// names this project's broker. A front door may answer /health itself, or not route it (404):
+// the target is then not Native. Since such a /health may need no key, the credentials are
+// checked on an API route too (a queue nobody made: the broker answers 404), so that a missing
+// or wrong key stops the run here rather than failing every request of a scenario.
 func (t *Target) probe() error {
 	c, err := t.client()
 	if err != nil {
 		return err
 	}
-	b, err := c.conn().do("GET", "/health", nil)
-	if err != nil {
-		return fmt.Errorf("cannot reach the broker at %s: %w", t.URL, err)
+	cn := c.conn()
+	b, err := cn.do("GET", "/health", nil)
+	switch {
+	case err == nil:
+		t.Native = t.Native || bytes.Contains(b, []byte(`"server":"Queen Go broker"`))
+	case !hasStatus(err, 404):
+		return t.unreachable(err)
 	}
-	t.Native = t.Native || bytes.Contains(b, []byte(`"server":"Queen Go broker"`))
+	var he *errHTTP
+	if _, err := cn.do("GET", "/api/v1/resources/queues/"+freshQueue("probe"), nil); err != nil && (isRefusal(err) || !errors.As(err, &he)) {
+		return t.unreachable(err)
+	}
 	return nil
+}
+
+// isRefusal reports an answer that turns the bench's credentials down.
+func isRefusal(err error) bool { return hasStatus(err, 401) || hasStatus(err, 403) }
+
+// unreachable is the probe's error, with a hint where the answer was a refusal.
+func (t *Target) unreachable(err error) error {
+	if isRefusal(err) {
+		return fmt.Errorf("the broker at %s refused the bench's request (%w): give its API key with --token or QUEEN_BENCH_TOKEN (--vs-token or QUEEN_BENCH_VS_TOKEN for --vs)", t.URL, err)
+	}
+	return fmt.Errorf("cannot reach the broker at %s: %w", t.URL, err)
 }
 
 // checkpoint flushes PostgreSQL's dirty buffers between scenarios, so that one scenario's

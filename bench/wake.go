@@ -132,7 +132,7 @@ func RunWake(ctx context.Context, t *Target, cfg WakeConfig) (*Result, error) {
 		r.note("pops parked on %s, pushes went to %s", cfg.Mesh.URL, t.URL)
 	}
 	if !popT.Native {
-		r.note("foreign broker: waited 50 ms for the pop to park instead of reading its parked gauge")
+		r.note("waited 50 ms for the pop to park: %s does not show this project's parked-pop gauge", popT.URL)
 	}
 	if gaugeMissed > 0 {
 		r.fail(fmt.Sprintf("%d samples: queen_queue_parked_consumers{queue=%q} never showed the parked pop within 5 s", gaugeMissed, queue))

@@ -5,6 +5,7 @@ SHELL := /bin/bash
 
 build:
 	go build -o bin/queen ./cmd/queen
+	go build -o bin/queen-proxy ./cmd/queen-proxy
 
 run: build
 	./bin/queen

@@ -39,6 +39,14 @@ func (p *Proxy) authenticate(ctx *fasthttp.RequestCtx, c *cell, rt route) (calle
 		ctx.Redirect("/proxy/login?next="+url.QueryEscape(rt.path), fasthttp.StatusFound)
 		return caller{}, false
 	}
+	if rt.pattern == "/auth/me" && p.cfg.JWTSecret != "" {
+		// The dashboard asking who it is (after signing out, say): it goes to the sign-in page.
+		writeJSON(ctx, fasthttp.StatusUnauthorized, struct {
+			answer
+			Login string `json:"login"`
+		}{answer{Code: "unauthenticated", Error: "sign in first"}, "/proxy/login"})
+		return caller{}, false
+	}
 	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="queen-proxy"`)
 	writeJSON(ctx, fasthttp.StatusUnauthorized, answer{Code: "unauthenticated", Error: "an API key (Authorization: Bearer) or a session is required"})
 	return caller{}, false

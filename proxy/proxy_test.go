@@ -41,7 +41,7 @@ func TestProxyCredentialMatrix(t *testing.T) {
 		{QueueAdmin, "POST", "/api/v1/configure", map[string]any{"queue": "matrix"}},
 		{Read, "GET", "/api/v1/resources/queues", nil},
 		{Operator, "GET", "/api/v1/system/maintenance", nil},
-		{Blocked, "GET", "/api/v1/system/shared-state", nil},
+		{Blocked, "GET", "/internal/api/shared-state/stats", nil},
 	}
 	keys := map[Class]string{}
 	for _, c := range []Class{Produce, Consume, QueueAdmin, Read, Operator} {
@@ -220,10 +220,10 @@ func TestProxyPathTricksOverTheWire(t *testing.T) {
 	tp := startProxy(t, store, newTestCA(t), nil)
 	_, key := newKey(t, store, "main", "produce", "consume", "queue_admin", "read", "operator")
 	for _, path := range []string{
-		"//api/v1/system/shared-state", "/api/v1/push/%2e%2e/%2e%2e/%2e%2e/internal/api/notify",
+		"//internal/api/inter-instance/stats", "/api/v1/push/%2e%2e/%2e%2e/%2e%2e/internal/api/notify",
 		"/api/v1/pop/queue/x%2F..%2F..%2F..%2F..%2Finternal%2Fapi%2Fnotify", "/INTERNAL/api/notify",
 		"/internal/api/notify/", "/internal;x=1/api/notify", "/api/v1/stats/refresh;/", "/./internal/api/notify",
-		"/api/v1/resources/../../../internal/api/shared-state/stats",
+		"/api/v1/resources/../../../internal/api/shared-state/stats", "/status", "/api/v1/pop",
 	} {
 		for _, method := range []string{"GET", "POST"} {
 			status, body := tp.raw("main.proxy.test", fmt.Sprintf("%s %s HTTP/1.1\r\nHost: main.proxy.test\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", method, path, key))

@@ -28,7 +28,7 @@ var routeTable = []struct {
 }{
 	{"GET", "/health", Read},
 	{"GET", "/status", Blocked},  // liveness of one broker process: the platform's, not a caller's
-	{"GET", "/metrics", Blocked}, // cell-wide figures without a tenant
+	{"GET", "/metrics", Operator}, // the dashboard's summary of the cell
 	{"GET", "/metrics/prometheus", Operator},
 	{"GET", "/", Read},
 	{"GET", "/assets/{file:*}", Read},
@@ -97,7 +97,7 @@ var routeTable = []struct {
 	{"POST", "/api/v1/system/maintenance", Operator},
 	{"GET", "/api/v1/system/maintenance/pop", Operator},
 	{"POST", "/api/v1/system/maintenance/pop", Operator},
-	{"GET", "/api/v1/system/shared-state", Blocked},
+	{"GET", "/api/v1/system/shared-state", Operator}, // the mesh as the dashboard shows it
 	{"GET", "/internal/api/shared-state/stats", Blocked},
 	{"GET", "/internal/api/inter-instance/stats", Blocked},
 	{"POST", "/internal/api/notify", Blocked},

@@ -53,7 +53,7 @@ func TestPathTricks(t *testing.T) {
 		class        Class
 		forward      string // the forwarded path when not blocked
 	}{
-		{"GET", "//api/v1/system/shared-state", Blocked, ""},
+		{"GET", "//internal/api/shared-state/stats", Blocked, ""},
 		{"POST", "//internal/api/notify", Blocked, ""},
 		{"POST", "/api/v1/push/../../../internal/api/notify", Blocked, ""},
 		{"POST", "/api/v1/push/%2e%2e/%2e%2e/%2e%2e/internal/api/notify", Blocked, ""},
@@ -73,7 +73,7 @@ func TestPathTricks(t *testing.T) {
 		{"GET", "/api/v1/pop", Blocked, ""},
 		{"GET", "/api/v1/pop/", Blocked, ""},
 		{"GET", "/api/v1/unknown", Blocked, ""},
-		{"GET", "/metrics", Blocked, ""},
+		{"GET", "/metrics/", Operator, "/metrics"},
 		{"GET", "/status/", Blocked, ""},
 		{"GET", "relative", Blocked, ""},
 		// Normalised, then classified as what they are.

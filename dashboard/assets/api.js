@@ -59,6 +59,11 @@ export async function loadIdentity() {
     identity.levels = new Set(identity.jwt ? me.levels : allLevels);
   } catch (e) {
     if (e.status !== 401) throw e;
+    if (e.body && typeof e.body.login === 'string' && e.body.login.startsWith('/')) {
+      // Behind queen-proxy: people sign in on its page, which sets the session cookie.
+      location.assign(e.body.login + '?next=' + encodeURIComponent('/' + location.hash));
+      return;
+    }
     identity.jwt = true;
     identity.signedIn = false;
     identity.subject = '';

@@ -1,7 +1,7 @@
 // The dashboard: hash routes (#/queues/q1), so a reload never leaves the dashboard's page and
 // never needs a route of its own on the broker.
 
-import { identity, loadIdentity, setToken, live } from './api.js';
+import { api, identity, loadIdentity, setToken, live } from './api.js';
 import { h } from './ui.js';
 import * as pages from './pages.js';
 
@@ -75,7 +75,13 @@ function header() {
     box.replaceChildren(h('span', { class: 'muted' }, 'not signed in'));
     return;
   }
-  const out = h('button', { type: 'button', class: 'link', onclick: () => { setToken(''); boot(); } }, 'Sign out');
+  // Signing out forgets the token and ends a session (behind queen-proxy, POST /auth/logout
+  // clears its cookie; the broker alone answers it without effect).
+  const out = h('button', { type: 'button', class: 'link', onclick: async () => {
+    setToken('');
+    try { await api('POST', '/auth/logout'); } catch (e) { console.warn(e); }
+    boot();
+  } }, 'Sign out');
   box.replaceChildren(
     h('span', { id: 'who' }, `Signed in as ${identity.subject || '(token without sub)'}`),
     h('span', { id: 'levels', class: 'muted' }, ` · ${[...identity.levels].join(', ') || 'no access level'}`), ' ', out);

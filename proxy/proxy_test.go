@@ -419,6 +419,13 @@ func TestProxySessions(t *testing.T) {
 	if status, _, body := tp.do(host, "POST", "/proxy/login", map[string]any{"username": "grace", "password": "nope"}, "Content-Type", "application/json"); status != 401 || codeOf(body) != "bad_credentials" {
 		t.Fatalf("wrong password: %d %s", status, body)
 	}
+	if status, _, body := tp.do(host, "POST", "/proxy/login", "username=grace&password=a+long+enough+password", "Content-Type", "application/x-www-form-urlencoded", "Origin", "https://evil.example"); status != 403 || codeOf(body) != "csrf_refused" {
+		t.Fatalf("a sign-in form posted from another site: %d %s", status, body)
+	}
+	status, h, _ = tp.do(host, "POST", "/proxy/login", "username=grace&password=a+long+enough+password&next=%2F%23%2Fqueues", "Content-Type", "application/x-www-form-urlencoded", "Origin", "https://"+host)
+	if status != 303 || !strings.HasSuffix(h.Get("Location"), "/#/queues") || !strings.Contains(h.Get("Set-Cookie"), "queen_session=") {
+		t.Fatalf("the sign-in form: %d %v", status, h)
+	}
 	cookie := login("grace", "a long enough password")
 	if status, _, body := tp.do(host, "GET", "/api/v1/resources/queues", nil, "Cookie", cookie); status != 200 {
 		t.Fatalf("read with the session: %d %s", status, body)

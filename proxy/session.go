@@ -134,6 +134,12 @@ func (p *Proxy) login(ctx *fasthttp.RequestCtx, id string) {
 		return
 	}
 	form := !strings.HasPrefix(string(ctx.Request.Header.ContentType()), "application/json")
+	// A browser's sign-in comes from the proxy's own page: a form posted from another site
+	// would sign the visitor in as someone else (login CSRF).
+	if len(ctx.Request.Header.Peek("Origin")) > 0 && !sameOrigin(ctx) {
+		writeJSON(ctx, fasthttp.StatusForbidden, answer{Code: "csrf_refused", Error: "sign in from this proxy's own page"})
+		return
+	}
 	var in struct{ Username, Password, Next string }
 	if form {
 		args := ctx.PostArgs()

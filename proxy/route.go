@@ -27,7 +27,7 @@ var routeTable = []struct {
 	class           Class
 }{
 	{"GET", "/health", Read},
-	{"GET", "/status", Blocked},  // liveness of one broker process: the platform's, not a caller's
+	{"GET", "/status", Blocked},   // liveness of one broker process: the platform's, not a caller's
 	{"GET", "/metrics", Operator}, // the dashboard's summary of the cell
 	{"GET", "/metrics/prometheus", Operator},
 	{"GET", "/", Read},

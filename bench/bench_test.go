@@ -203,11 +203,17 @@ func testCA(t *testing.T) (caFile string, cert tls.Certificate) {
 	return caFile, tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
 }
 
+// door is how a test's front door departs from one that forwards every request with a key.
+type door struct {
+	ownHealth bool     // answers /health itself, to anyone, as a load balancer's health check would, hiding the broker's
+	refuse    []string // path prefixes answered 403, as routes the key is not granted
+	tenant    string   // sent to the broker in x-queen-tenant, as by a front door serving one tenant
+}
+
 // frontDoor starts a TLS reverse proxy before the broker at base that answers 401 to a request
-// without "Authorization: Bearer key" and forwards the others without it. With ownHealth it
-// answers /health itself, to anyone, as a load balancer's health check would, hiding the
-// broker's. It returns the proxy's https URL.
-func frontDoor(t *testing.T, base string, cert tls.Certificate, key string, ownHealth bool) string {
+// without "Authorization: Bearer key" and forwards the others without it, as d says. It returns
+// the proxy's https URL.
+func frontDoor(t *testing.T, base string, cert tls.Certificate, key string, d door) string {
 	t.Helper()
 	backend, err := url.Parse(base)
 	if err != nil {
@@ -215,7 +221,7 @@ func frontDoor(t *testing.T, base string, cert tls.Certificate, key string, ownH
 	}
 	proxy := httputil.NewSingleHostReverseProxy(backend)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ownHealth && r.URL.Path == "/health" {
+		if d.ownHealth && r.URL.Path == "/health" {
 			_, _ = io.WriteString(w, `{"status":"ok"}`)
 			return
 		}
@@ -223,7 +229,16 @@ func frontDoor(t *testing.T, base string, cert tls.Certificate, key string, ownH
 			http.Error(w, "missing or wrong API key", http.StatusUnauthorized)
 			return
 		}
+		for _, p := range d.refuse {
+			if strings.HasPrefix(r.URL.Path, p) {
+				http.Error(w, `{"code":"class_not_granted"}`, http.StatusForbidden)
+				return
+			}
+		}
 		r.Header.Del("Authorization") // the front door's key, not the broker's
+		if d.tenant != "" {
+			r.Header.Set("X-Queen-Tenant", d.tenant)
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
@@ -243,7 +258,7 @@ func TestFrontDoorSmoke(t *testing.T) {
 	}
 	broker := servertest.Start(t, pgtest.NewDatabase(t))
 	for _, ownHealth := range []bool{false, true} {
-		tg := &Target{URL: frontDoor(t, broker.Base, cert, "k3y", ownHealth), Token: "k3y", RootCAs: roots}
+		tg := &Target{URL: frontDoor(t, broker.Base, cert, "k3y", door{ownHealth: ownHealth}), Token: "k3y", RootCAs: roots}
 		if err := tg.probe(); err != nil {
 			t.Fatal(err)
 		}
@@ -263,14 +278,86 @@ func TestFrontDoorSmoke(t *testing.T) {
 	}
 }
 
+// TestFrontDoorWake runs wake through front doors that forward /health, so the bench takes the
+// broker for this project's, yet stand between it and the parked-pop gauge or fail a sample's
+// request. A gauge the bench may not read must cost the fixed wait, said in a note, not a
+// gauge wait per sample; a tenant's gauge must be found under its tenant label; a refused pop
+// or push must fail at once with the refusal in the report, never pushing for a pop that has
+// already answered.
+func TestFrontDoorWake(t *testing.T) {
+	caFile, cert := testCA(t)
+	roots, err := loadCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := servertest.Start(t, pgtest.NewDatabase(t))
+	tenanted := servertest.Start(t, pgtest.NewDatabase(t), func(c *config.Config) { c.TenancyHeader, c.TrustedProxy = true, true })
+	const samples = 5
+	for _, tc := range []struct {
+		name  string
+		base  string
+		d     door
+		check func(t *testing.T, tg *Target, r *Result)
+	}{
+		{"metrics refused", broker.Base, door{refuse: []string{"/metrics/prometheus"}}, func(t *testing.T, tg *Target, r *Result) {
+			requireVerified(t, r, nil)
+			if r.Latency.N != samples {
+				t.Fatalf("%d samples measured, want %d", r.Latency.N, samples)
+			}
+			if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "waited 50ms for the pop to park") || !strings.Contains(notes, "HTTP 403") {
+				t.Fatalf("no note of the fixed wait and the refused metrics page: %q", r.Notes)
+			}
+			if cannotRun("scrape", tg) == "" {
+				t.Fatal("scrape would run on a front door that refuses the metrics page")
+			}
+		}},
+		{"tenant's gauge", tenanted.Base, door{tenant: "acme"}, func(t *testing.T, tg *Target, r *Result) {
+			requireVerified(t, r, nil)
+			if r.Latency.N != samples {
+				t.Fatalf("%d samples measured, want %d", r.Latency.N, samples)
+			}
+		}},
+		{"pops refused", broker.Base, door{refuse: []string{"/api/v1/pop/"}}, func(t *testing.T, tg *Target, r *Result) {
+			fails := strings.Join(r.Failures, "\n")
+			if r.Verified || r.Errors.HTTP != samples+wakeWarmup || !strings.Contains(r.Errors.First, "HTTP 403") {
+				t.Fatalf("want every sample's pop failed once with the 403; verified %v, errors %+v", r.Verified, r.Errors)
+			}
+			if strings.Contains(fails, "never showed") || strings.Contains(fails, "never delivered") {
+				t.Fatalf("the bench waited on the gauge or pushed for pops that had already failed:\n%s", fails)
+			}
+		}},
+		{"pushes refused", broker.Base, door{refuse: []string{"/api/v1/push"}}, func(t *testing.T, tg *Target, r *Result) {
+			fails := strings.Join(r.Failures, "\n")
+			if r.Verified || !strings.Contains(fails, "sample 0: the push was not stored, so the run stopped there") || !strings.Contains(r.Errors.First, "HTTP 403") {
+				t.Fatalf("want the run stopped at the first refused push, with the 403; errors %+v, failures:\n%s", r.Errors, fails)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := &Target{URL: frontDoor(t, tc.base, cert, "k3y", tc.d), Token: "k3y", RootCAs: roots}
+			if err := tg.probe(); err != nil {
+				t.Fatal(err)
+			}
+			if !tg.Native {
+				t.Fatal("the probe did not recognise the broker behind a front door that forwards /health")
+			}
+			r, err := RunWake(ctx(t), tg, WakeConfig{Samples: samples, Size: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, tg, r)
+		})
+	}
+}
+
 // TestFrontDoorRun runs the command line on two front doors with different keys, --token for
 // --url and QUEEN_BENCH_VS_TOKEN for --vs: every round must verify with messages, the key must
 // not reach the report, and the ceiling, which no front door can serve, is skipped, not failed.
 func TestFrontDoorRun(t *testing.T) {
 	caFile, cert := testCA(t)
 	broker := servertest.Start(t, pgtest.NewDatabase(t))
-	a := frontDoor(t, broker.Base, cert, "alpha", false)
-	b := frontDoor(t, broker.Base, cert, "beta", true)
+	a := frontDoor(t, broker.Base, cert, "alpha", door{})
+	b := frontDoor(t, broker.Base, cert, "beta", door{ownHealth: true})
 	t.Setenv("QUEEN_BENCH_VS_TOKEN", "beta")
 	runArgs := func(args ...string) *Report {
 		t.Helper()
@@ -308,7 +395,7 @@ func TestFrontDoorWithoutKey(t *testing.T) {
 	broker := servertest.Start(t, pgtest.NewDatabase(t))
 	t.Setenv("QUEEN_BENCH_TOKEN", "")
 	for _, ownHealth := range []bool{false, true} {
-		o, err := parseArgs([]string{"push", "--url", frontDoor(t, broker.Base, cert, "k3y", ownHealth), "--ca", caFile, "--duration", "1s"})
+		o, err := parseArgs([]string{"push", "--url", frontDoor(t, broker.Base, cert, "k3y", door{ownHealth: ownHealth}), "--ca", caFile, "--duration", "1s"})
 		if err != nil {
 			t.Fatal(err)
 		}

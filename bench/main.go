@@ -43,7 +43,8 @@ front doors:
   --vs; without the flags the bench reads QUEEN_BENCH_TOKEN and QUEEN_BENCH_VS_TOKEN, which
   keep a key out of the shell history. A target whose /health does not name this broker is
   measured through its HTTP API alone: no process figures, no scrape, wake sleeps 50 ms for
-  a pop to park instead of reading the broker's gauge.
+  a pop to park instead of reading the broker's gauge. A front door that forwards /health but
+  refuses the bench /metrics/prometheus gets the same wake and no scrape.
 
 flags:
 `
@@ -440,6 +441,8 @@ func cannotRun(scenario string, t *Target) string {
 		return "no PostgreSQL to measure: the bench cannot see the one behind a broker it did not start (give --pg with --url)"
 	case scenario == "scrape" && !t.Native:
 		return fmt.Sprintf("/health at %s does not name this project's broker, whose metrics page the scrape reads", t.URL)
+	case scenario == "scrape" && t.MetricsErr != nil:
+		return fmt.Sprintf("the bench cannot read the metrics page at %s: %v", t.URL, t.MetricsErr)
 	}
 	return ""
 }

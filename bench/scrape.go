@@ -126,16 +126,20 @@ func RunScrape(ctx context.Context, t *Target, cfg ScrapeConfig) (*Result, error
 	return r.done(), nil
 }
 
-// gaugeValue reads an unlabelled series of a Prometheus page.
-func gaugeValue(page []byte, name string) (float64, bool) {
-	prefix := []byte(name + " ")
+// gaugeValue reads the first sample of a Prometheus page whose series starts with series: a
+// metric name, or a name and its leading labels without the closing brace. Labels after those
+// are allowed: a tenant's queue carries a tenant label after its queue label.
+func gaugeValue(page []byte, series string) (float64, bool) {
+	prefix := []byte(series)
 	sc := bufio.NewScanner(bytes.NewReader(page))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := bytes.CutPrefix(sc.Bytes(), prefix); ok {
-			f, err := strconv.ParseFloat(string(v), 64)
-			return f, err == nil
+		rest, ok := bytes.CutPrefix(sc.Bytes(), prefix)
+		if !ok || len(rest) == 0 || bytes.IndexByte([]byte(" },"), rest[0]) < 0 {
+			continue // another series whose name or label value starts the same
 		}
+		f, err := strconv.ParseFloat(string(rest[bytes.LastIndexByte(rest, ' ')+1:]), 64)
+		return f, err == nil
 	}
 	return 0, false
 }

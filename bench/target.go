@@ -36,8 +36,12 @@ type Target struct {
 	// Native is set when /health names this project's broker: it exposes the parked-pop gauge
 	// live, which the wake scenario polls instead of sleeping. A front door that answers
 	// /health itself hides the broker: the bench then measures through the HTTP API alone.
-	Native  bool
-	LogPath string // broker log, scanned for errors after each scenario; "" when not ours
+	Native bool
+	// MetricsErr is why the bench cannot read a Native broker's /metrics/prometheus, nil when
+	// it can: a front door that forwards /health may keep the metrics to its operators. Wake
+	// then sleeps for a pop to park, as for a target that is not Native, and scrape is skipped.
+	MetricsErr error
+	LogPath    string // broker log, scanned for errors after each scenario; "" when not ours
 	// PG is the PostgreSQL behind the broker when the bench started it itself, so that the
 	// outage scenario can stop and start it; nil otherwise.
 	PG *benchPG
@@ -56,7 +60,8 @@ func (t *Target) client() (*client, error) {
 // names this project's broker. A front door may answer /health itself, or not route it (404):
 // the target is then not Native. Since such a /health may need no key, the credentials are
 // checked on an API route too (a queue nobody made: the broker answers 404), so that a missing
-// or wrong key stops the run here rather than failing every request of a scenario.
+// or wrong key stops the run here rather than failing every request of a scenario. A Native
+// target's metrics page is read once, to learn whether the bench may read it at all.
 func (t *Target) probe() error {
 	c, err := t.client()
 	if err != nil {
@@ -73,6 +78,9 @@ func (t *Target) probe() error {
 	var he *errHTTP
 	if _, err := cn.do("GET", "/api/v1/resources/queues/"+freshQueue("probe"), nil); err != nil && (isRefusal(err) || !errors.As(err, &he)) {
 		return t.unreachable(err)
+	}
+	if t.Native {
+		_, t.MetricsErr = cn.do("GET", "/metrics/prometheus", nil)
 	}
 	return nil
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -29,10 +26,22 @@ func (c WakeConfig) label() string {
 // wakeWarmup samples open connections and the queue's actor before the measured ones.
 const wakeWarmup = 3
 
+// wakeParkLimit is how long a sample waits for the gauge to show its pop parked; wakeFixedWait
+// is the wait for a pop to park where the gauge cannot be read. wakePopTimeout, the pop's
+// long-poll timeout, outlasts the park wait and a push; it bounds how long a pop left parked
+// by a failed push holds on.
+const (
+	wakeParkLimit  = 5 * time.Second
+	wakeFixedWait  = 50 * time.Millisecond
+	wakePopTimeout = 2 * wakeParkLimit
+)
+
+// popOutcome is a parked pop's answer; the sample's goroutine writes it before closing done.
 type popOutcome struct {
-	msgs []popMsg
-	err  error
-	at   time.Duration
+	msgs     []popMsg
+	err      error
+	sent, at time.Duration
+	done     chan struct{}
 }
 
 func RunWake(ctx context.Context, t *Target, cfg WakeConfig) (*Result, error) {
@@ -60,42 +69,68 @@ func RunWake(ctx context.Context, t *Target, cfg WakeConfig) (*Result, error) {
 	if _, err := pushC.conn().do("POST", "/api/v1/configure", []byte(`{"queue":"`+queue+`"}`)); err != nil {
 		return nil, fmt.Errorf("cannot create queue %s: %w", queue, err)
 	}
-	path := popParams{queue: queue, batch: 1, wait: true, timeout: 30 * time.Second, autoAck: true}.path()
+	path := popParams{queue: queue, batch: 1, wait: true, timeout: wakePopTimeout, autoAck: true}.path()
+	// The gauge is read only where the probe could read the broker's metrics page, and only
+	// until it once fails to show a parked pop: past that, every sample would wait the whole
+	// limit for it.
+	gauge := popT.Native && popT.MetricsErr == nil
+	missedAt := -1
 
 	// The window spans the samples; its duration only bounds a broker that never answers.
-	w := startWindow(ctx, t, 0, time.Duration(cfg.Samples+wakeWarmup)*35*time.Second)
+	w := startWindow(ctx, t, 0, time.Duration(cfg.Samples+wakeWarmup)*(wakeParkLimit+wakePopTimeout))
 	var sample int
 	stopProgress := startProgress(cfg.label(), w, func() string {
 		return fmt.Sprintf("sample %d/%d  errors %d", max(0, sample-wakeWarmup), cfg.Samples, errs.total())
 	})
 	var fromAnswer, fromSent latencies
-	var early, gaugeMissed int
+	var early int
+	pushFailed := -1
 	for sample = 0; sample < cfg.Samples+wakeWarmup && ctx.Err() == nil; sample++ {
-		popped := make(chan popOutcome, 1)
+		out := &popOutcome{done: make(chan struct{})}
 		go func() {
-			sent := now()
-			msgs, err := popConn.pop(path)
-			at := now()
-			if len(msgs) > 0 {
-				g.record(msgs, sent, at)
-			}
-			popped <- popOutcome{msgs, err, at}
+			out.sent = now()
+			out.msgs, out.err = popConn.pop(path)
+			out.at = now()
+			close(out.done)
 		}()
-		if popT.Native {
-			if !waitParked(ctx, metricsConn, queue, 5*time.Second) {
-				gaugeMissed++
+		if gauge {
+			if !waitParked(ctx, metricsConn, queue, out.done) && !out.answered() {
+				gauge, missedAt = false, sample
 			}
 		} else {
-			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-time.After(wakeFixedWait):
+			case <-out.done:
+			}
+		}
+		// A pop that answered before the push (refused, failed, or not parked at all) ends
+		// the sample: a push now would be left for the next sample's pop.
+		if out.answered() {
+			if out.err != nil {
+				errs.note(out.err)
+			} else {
+				g.record(out.msgs, out.sent, out.at)
+				errs.items.Add(1)
+				errs.firstIs(fmt.Sprintf("sample %d: the long-poll pop answered %d messages before the push", sample, len(out.msgs)))
+			}
+			continue
 		}
 		sent := now()
-		p.push(0, 1)
+		stored := p.push(0, 1)
 		answered := now()
-		var out popOutcome
+		if stored != 1 {
+			// The pop stays parked until its timeout and might yet take the message: the run
+			// stops here and leaves it, rather than wait for it and fail every sample alike.
+			pushFailed = sample
+			break
+		}
 		select {
-		case out = <-popped:
+		case <-out.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+		if len(out.msgs) > 0 {
+			g.record(out.msgs, out.sent, out.at)
 		}
 		switch {
 		case out.err != nil:
@@ -131,11 +166,17 @@ func RunWake(ctx context.Context, t *Target, cfg WakeConfig) (*Result, error) {
 	if cfg.Mesh != nil {
 		r.note("pops parked on %s, pushes went to %s", cfg.Mesh.URL, t.URL)
 	}
-	if !popT.Native {
-		r.note("waited 50 ms for the pop to park: %s does not show this project's parked-pop gauge", popT.URL)
+	switch {
+	case !popT.Native:
+		r.note("waited %v for the pop to park: %s does not show this project's parked-pop gauge", wakeFixedWait, popT.URL)
+	case popT.MetricsErr != nil:
+		r.note("waited %v for the pop to park: %s does not let the bench read the parked-pop gauge (/metrics/prometheus: %v)", wakeFixedWait, popT.URL, popT.MetricsErr)
+	case missedAt >= 0:
+		r.fail(fmt.Sprintf("sample %d: queen_queue_parked_consumers{queue=%q} never showed the parked pop within %v; the samples after it waited %v instead",
+			missedAt, queue, wakeParkLimit, wakeFixedWait))
 	}
-	if gaugeMissed > 0 {
-		r.fail(fmt.Sprintf("%d samples: queen_queue_parked_consumers{queue=%q} never showed the parked pop within 5 s", gaugeMissed, queue))
+	if pushFailed >= 0 {
+		r.fail(fmt.Sprintf("sample %d: the push was not stored, so the run stopped there", pushFailed))
 	}
 	if len(fromAnswer) < cfg.Samples {
 		r.fail(fmt.Sprintf("only %d of %d samples delivered the pushed message", len(fromAnswer), cfg.Samples))
@@ -145,25 +186,34 @@ func RunWake(ctx context.Context, t *Target, cfg WakeConfig) (*Result, error) {
 	return r.done(), nil
 }
 
-// waitParked polls the broker's Prometheus page until the queue's parked-pop gauge reads 1.
-func waitParked(ctx context.Context, cn *conn, queue string, limit time.Duration) bool {
-	prefix := []byte(`queen_queue_parked_consumers{queue="` + queue + `"} `)
-	deadline := time.Now().Add(limit)
+// answered reports whether the sample's pop has answered.
+func (o *popOutcome) answered() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitParked polls the broker's Prometheus page until the queue's parked-pop gauge reads 1, for
+// at most wakeParkLimit; it gives up early when the pop answers (done), which then never parks.
+func waitParked(ctx context.Context, cn *conn, queue string, done <-chan struct{}) bool {
+	series := `queen_queue_parked_consumers{queue="` + queue + `"`
+	deadline := time.Now().Add(wakeParkLimit)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		b, err := cn.do("GET", "/metrics/prometheus", nil)
-		if err == nil {
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			for sc.Scan() {
-				if v, ok := bytes.CutPrefix(sc.Bytes(), prefix); ok {
-					if n, err := strconv.ParseFloat(string(v), 64); err == nil && n >= 1 {
-						return true
-					}
-				}
+		if b, err := cn.do("GET", "/metrics/prometheus", nil); err == nil {
+			if n, ok := gaugeValue(b, series); ok && n >= 1 {
+				return true
 			}
 		}
 		// Every poll costs the broker a Prometheus page: 2 ms keeps that small while adding
 		// at most 2 ms to the sample's setup (not to the measured latency).
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-done:
+			return false
+		}
 	}
 	return false
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -97,7 +95,7 @@ type testProxy struct {
 	store *pxdb.Store
 	addr  string
 	ca    *testCA // nil for plaintext
-	log   *syncBuffer
+	log   *servertest.LogBuffer
 }
 
 // startProxy starts a proxy with cfg changed by edit, TLS from ca when not nil.
@@ -112,7 +110,7 @@ func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.P
 	if edit != nil {
 		edit(&cfg)
 	}
-	buf := &syncBuffer{}
+	buf := &servertest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(buf, testLogSink()), nil))
 	p, err := New(context.Background(), cfg, store, log)
 	must(t, err)
@@ -237,6 +235,15 @@ func startCellBroker(t *testing.T, opts ...servertest.Option) (*servertest.Clien
 	return c, tok
 }
 
+// mainCell starts a broker and a control plane with one cell, main, in front of it.
+func mainCell(t *testing.T) (*servertest.Client, string, *pxdb.Store) {
+	t.Helper()
+	broker, token := startCellBroker(t)
+	store := openStore(t)
+	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	return broker, token, store
+}
+
 func openStore(t *testing.T) *pxdb.Store {
 	t.Helper()
 	s, _ := openStoreAt(t)
@@ -289,22 +296,4 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 		case <-tick.C:
 		}
 	}
-}
-
-// syncBuffer is a log destination tests read while the proxy writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -110,9 +110,7 @@ func TestProxyCredentialMatrix(t *testing.T) {
 // order, with its payload.
 func TestProxyClientFlows(t *testing.T) {
 	t.Parallel()
-	broker, token := startCellBroker(t)
-	store := openStore(t)
-	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	broker, _, store := mainCell(t)
 	tp := startProxy(t, store, newTestCA(t), nil)
 	_, key := newKey(t, store, "main", "produce", "consume", "queue_admin", "read")
 	bearer := []string{"Authorization", "Bearer " + key}
@@ -214,9 +212,7 @@ func TestProxyClientFlows(t *testing.T) {
 // normalised path.
 func TestProxyPathTricksOverTheWire(t *testing.T) {
 	t.Parallel()
-	broker, token := startCellBroker(t)
-	store := openStore(t)
-	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	_, _, store := mainCell(t)
 	tp := startProxy(t, store, newTestCA(t), nil)
 	_, key := newKey(t, store, "main", "produce", "consume", "queue_admin", "read", "operator")
 	for _, path := range []string{
@@ -298,9 +294,7 @@ func TestProxyCellsWithTenancySeeSeparateData(t *testing.T) {
 // proxy's role cannot update or delete those rows.
 func TestProxyAuditsMutatingCalls(t *testing.T) {
 	t.Parallel()
-	broker, token := startCellBroker(t)
-	store := openStore(t)
-	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	_, _, store := mainCell(t)
 	must(t, store.AddUser(context.Background(), pxdb.User{Name: "ada", Cell: "main", Role: "operator"}, "correct horse battery", cli))
 	tp := startProxy(t, store, newTestCA(t), nil)
 	k, key := newKey(t, store, "main", "queue_admin", "operator", "read", "produce")
@@ -388,9 +382,7 @@ func TestProxyAuditsMutatingCalls(t *testing.T) {
 // sign-in page without a session and is served with one.
 func TestProxySessions(t *testing.T) {
 	t.Parallel()
-	broker, token := startCellBroker(t)
-	store := openStore(t)
-	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	_, _, store := mainCell(t)
 	must(t, store.AddUser(context.Background(), pxdb.User{Name: "grace", Cell: "main", Role: "operator"}, "a long enough password", cli))
 	must(t, store.AddUser(context.Background(), pxdb.User{Name: "rita", Cell: "main", Role: "reader"}, "another long password", cli))
 	tp := startProxy(t, store, newTestCA(t), nil)
@@ -532,9 +524,7 @@ func TestProxyLimits(t *testing.T) {
 // Shadow mode counts and logs a key over its quota but forwards its requests.
 func TestProxyQuotaShadowAndEnforce(t *testing.T) {
 	t.Parallel()
-	broker, token := startCellBroker(t)
-	store := openStore(t)
-	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	_, _, store := mainCell(t)
 	for _, enforce := range []bool{false, true} {
 		tp := startProxy(t, store, nil, func(c *config.Proxy) { c.Enforce, c.KeyDailyRequests = enforce, 2 })
 		_, key := newKey(t, store, "main", "read")
@@ -560,9 +550,7 @@ func TestProxyQuotaShadowAndEnforce(t *testing.T) {
 // reload keeps working, a new one sees the new certificate.
 func TestProxyCertificateReload(t *testing.T) {
 	t.Parallel()
-	broker, token := startCellBroker(t)
-	store := openStore(t)
-	addCell(t, store, pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token})
+	_, _, store := mainCell(t)
 	ca := newTestCA(t)
 	tp := startProxy(t, store, ca, nil)
 	serial := func(c *tls.Conn) int64 { return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64() }

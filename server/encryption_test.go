@@ -308,7 +308,7 @@ func TestBootLogNamesEncryptedQueuesWithoutKey(t *testing.T) {
 	for _, q := range []string{"vault-b", "vault-a", "plain"} {
 		keyed.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"encryptionEnabled": q != "plain"}}, 200, nil)
 	}
-	var buf syncBuffer
+	var buf servertest.LogBuffer
 	servertest.StartLogged(t, cs, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if want := "encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: vault-a, vault-b"; !strings.Contains(buf.String(), want) {
 		t.Fatalf("boot log lacks %q:\n%s", want, buf.String())

@@ -17,7 +17,7 @@ import (
 // database's text; the log line has both, so an operator finds the cause by the id.
 func TestInternalErrorAnswersRequestIDOnly(t *testing.T) {
 	cs := pgtest.NewDatabase(t)
-	var buf syncBuffer
+	var buf servertest.LogBuffer
 	c := servertest.StartLogged(t, cs, slog.New(slog.NewTextHandler(&buf, nil)))
 
 	conn, err := pgx.Connect(context.Background(), cs)

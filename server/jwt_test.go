@@ -408,7 +408,7 @@ func TestJWTBootLogLine(t *testing.T) {
 		{map[string]string{"JWT_ENABLED": "true", "JWT_SECRET": "boot-log-secret-0123456789abcdef", "JWT_ALGORITHM": "auto"},
 			[]string{`msg="JWT auth ENABLED`, `algorithms=HS256|HS384|HS512`, `key_source=JWT_SECRET`, `skip_paths=/health,/metrics/prometheus,/metrics,/`}},
 	} {
-		var buf syncBuffer
+		var buf servertest.LogBuffer
 		cfg, err := config.Load(func(k string) string { return tc.env[k] })
 		if err != nil {
 			t.Fatal(err)
@@ -440,21 +440,4 @@ func TestJWTBootLogLine(t *testing.T) {
 			}
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

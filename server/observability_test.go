@@ -463,7 +463,7 @@ func TestStatusWithoutDatabase(t *testing.T) {
 func TestRatesLogAndBootSettings(t *testing.T) {
 	const syncSecret = "mesh-secret-value-4c1e"
 	key := strings.Repeat("ab", 32)
-	var buf syncBuffer
+	var buf servertest.LogBuffer
 	c := servertest.StartLogged(t, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		func(c *config.Config) { c.LogRates, c.MeshSecret, c.EncryptionKey = time.Second, syncSecret, key })
 

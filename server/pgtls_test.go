@@ -16,13 +16,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"queen/config"
 	"queen/persistence/localpg"
 	"queen/server"
+	"queen/server/servertest"
 )
 
 // testPKI is a throwaway CA and a server certificate it signed for localhost and 127.0.0.1.
@@ -117,23 +117,6 @@ func startTLSCluster(t *testing.T, pki testPKI) int {
 	return port
 }
 
-type tlsLogBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *tlsLogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *tlsLogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // bootAgainst starts a broker that reaches PostgreSQL through PG_HOST (not a test conn string),
 // so it builds its connection, TLS included, the way the binary does. It returns the broker (nil
 // when the boot failed), the boot error and the log.
@@ -151,7 +134,7 @@ func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &tlsLogBuffer{}
+	logs := &servertest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

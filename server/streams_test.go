@@ -205,13 +205,9 @@ func (q *query) countBatch(p popResponse, msgs []message) (cycleAnswer, error) {
 	if err != nil {
 		return cycleAnswer{}, err
 	}
-	windows := map[int64]*tumbleWindow{}
-	for _, r := range rows {
-		var w tumbleWindow
-		if err := json.Unmarshal(r.Value, &w); err != nil {
-			return cycleAnswer{}, err
-		}
-		windows[w.WindowEnd-windowSize] = &w
+	windows, err := decodeWindows(rows)
+	if err != nil {
+		return cycleAnswer{}, err
 	}
 	var maxT int64 = -1
 	for _, m := range msgs {
@@ -234,6 +230,19 @@ func (q *query) countBatch(p popResponse, msgs []message) (cycleAnswer, error) {
 		"partition_id": pid, "consumer_group": q.group, "state_ops": ops, "push_items": sink,
 		"ack": map[string]any{"transactionId": last.TransactionID, "leaseId": last.LeaseID, "status": "completed", "count": len(msgs)},
 	})
+}
+
+// decodeWindows reads window state rows, keyed by the window's start.
+func decodeWindows(rows []stateRow) (map[int64]*tumbleWindow, error) {
+	windows := map[int64]*tumbleWindow{}
+	for _, r := range rows {
+		var w tumbleWindow
+		if err := json.Unmarshal(r.Value, &w); err != nil {
+			return nil, err
+		}
+		windows[w.WindowEnd-windowSize] = &w
+	}
+	return windows, nil
 }
 
 // closeWindows emits the windows whose end is at or before watermark to the sink (each with a
@@ -266,13 +275,9 @@ func (q *query) flush(pid, partition string, watermark int64) (cycleAnswer, erro
 	if err != nil {
 		return cycleAnswer{}, err
 	}
-	windows := map[int64]*tumbleWindow{}
-	for _, r := range rows {
-		var w tumbleWindow
-		if err := json.Unmarshal(r.Value, &w); err != nil {
-			return cycleAnswer{}, err
-		}
-		windows[w.WindowEnd-windowSize] = &w
+	windows, err := decodeWindows(rows)
+	if err != nil {
+		return cycleAnswer{}, err
 	}
 	ops, sink := q.closeWindows(windows, partition, watermark)
 	return q.cycle(map[string]any{"partition_id": pid, "consumer_group": q.group, "state_ops": ops, "push_items": sink})

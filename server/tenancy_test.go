@@ -243,7 +243,7 @@ func TestTenancyBootNeedsTrustedProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf servertest.LogBuffer
 	b, err := server.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), server.Options{ConnString: pgtest.NewDatabase(t), Listener: ln})
 	if err != nil {
 		t.Fatal(err)

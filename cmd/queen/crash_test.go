@@ -19,30 +19,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"queen/server/servertest"
 )
-
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // crashBroker is the broker binary running as a subprocess.
 type crashBroker struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *servertest.LogBuffer
 	exited chan error
 }
 
@@ -70,7 +54,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 // that read them (a dial that connects says nothing of the log lines still in the pipe).
 func startCrashBroker(t *testing.T, env []string, base string, argv ...string) *crashBroker {
 	t.Helper()
-	b := &crashBroker{stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	b := &crashBroker{stderr: &servertest.LogBuffer{}, exited: make(chan error, 1)}
 	b.cmd = exec.Command(argv[0], argv[1:]...)
 	b.cmd.Env = env
 	b.cmd.Stdout = b.stderr

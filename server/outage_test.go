@@ -95,19 +95,27 @@ type outageCluster struct {
 	cluster *localpg.Cluster
 }
 
+// clusterDir makes the directory of a PostgreSQL of the test's own, removed when the test ends:
+// under /tmp and enterable, since when we are root the cluster runs as another user (t.TempDir
+// may lie below a directory that user cannot enter).
+func clusterDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // newOutageCluster starts a PostgreSQL of the test's own, to stop and start under a broker.
 // Call it before starting the broker: its cleanup then runs after the broker's shutdown.
 func newOutageCluster(t *testing.T) *outageCluster {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "queen-outage-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// MkdirTemp makes it 0700; when we are root the cluster's own user has to enter it.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pg := &outageCluster{dir: dir, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	pg := &outageCluster{dir: clusterDir(t, "queen-outage-"), log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	t.Cleanup(func() {
 		pg.mu.Lock()
 		defer pg.mu.Unlock()
@@ -116,7 +124,6 @@ func newOutageCluster(t *testing.T) *outageCluster {
 				t.Errorf("stop PostgreSQL: %v", err)
 			}
 		}
-		os.RemoveAll(dir)
 	})
 	pg.start(t)
 	return pg

@@ -79,15 +79,7 @@ func newTestPKI(t *testing.T) testPKI {
 // accepting TCP connections over TLS only (hostssl): a plaintext client is refused.
 func startTLSCluster(t *testing.T, pki testPKI) int {
 	t.Helper()
-	// Under /tmp and enterable: when we are root the cluster runs as another user.
-	dir, err := os.MkdirTemp("/tmp", "queen-pgtls-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := clusterDir(t, "queen-pgtls-")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

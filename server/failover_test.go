@@ -50,7 +50,9 @@ func socketOf(c *localpg.Cluster) string { return filepath.Join(c.SocketDir(), "
 
 // TestFailoverToSynchronousStandby runs two brokers whose PG_HOST lists a synchronous standby
 // and its primary, under the outage load (producers and consumers on both brokers), kills the
-// primary (SIGKILL to every process) and promotes the standby. The standby comes first in the
+// primary (SIGKILL to every process) and promotes the standby three seconds later, as a
+// failover manager would once sure the primary is gone: meanwhile the brokers meet a standby
+// that refuses writes. The standby comes first in the
 // list: a broker must find the server that accepts writes, not take the first that answers.
 // Every push answered queued or buffered is delivered exactly once to each consumer group, in
 // order per partition, every ack holds on the new primary, pops and acks are answered 503 while

@@ -47,9 +47,11 @@ type Config struct {
 	// LogRates (QUEEN_LOG_RATES_MS, 0: off) is the period of the rates log line.
 	LogRates time.Duration
 
-	// PostgreSQL. When PGHost is empty the broker runs its own PostgreSQL under DataDir.
-	PGHost        string
-	PGPort        int
+	// PostgreSQL. PGServers is PG_HOST, the servers to try in order (PG_PORT for an entry
+	// without a port of its own); the broker writes to the one that accepts writes, so the list
+	// can name a primary and its standbys. Empty: the broker runs its own PostgreSQL under
+	// DataDir.
+	PGServers     []PGServer
 	PGUser        string
 	PGPassword    string
 	PGDB          string
@@ -57,7 +59,7 @@ type Config struct {
 	DBPoolSize    int
 	DBConnTimeout time.Duration // DB_CONNECTION_TIMEOUT (ms)
 	DBStmtTimeout time.Duration // DB_STATEMENT_TIMEOUT (ms)
-	// TLS to PostgreSQL (only when PGHost is set): PG_USE_SSL, PG_SSL_REJECT_UNAUTHORIZED, and
+	// TLS to PostgreSQL (only when PGServers is set): PG_USE_SSL, PG_SSL_REJECT_UNAUTHORIZED, and
 	// PG_SSL_ROOT_CERT (a CA file, or the PEM itself) resolved to PEM bytes.
 	PGUseSSL                bool
 	PGSSLRejectUnauthorized bool
@@ -123,6 +125,15 @@ type Config struct {
 	JWT       auth.Config // JWT_*: the others are read, and checked, only when JWT_ENABLED=true
 }
 
+// PGServer is one entry of PG_HOST.
+type PGServer struct {
+	Host string // a host name, an IP address, or a unix socket directory (an absolute path)
+	Port int
+}
+
+// String is host:port, as the logs show it.
+func (s PGServer) String() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
 // Load reads the configuration through getenv (os.Getenv in production, a map in tests).
 func Load(getenv func(string) string) (Config, error) {
 	r := reader{getenv: getenv}
@@ -141,8 +152,7 @@ func Load(getenv func(string) string) (Config, error) {
 		MetricsMaxSeries: r.intIn(10000, 0, 1000000, "QUEEN_METRICS_MAX_SERIES"),
 		LogRates:         r.period(10000, 1000, "QUEEN_LOG_RATES_MS"),
 
-		PGHost:        r.str("", "PG_HOST"),
-		PGPort:        r.intIn(5432, 1, 65535, "PG_PORT"),
+		PGServers:     r.pgServers(),
 		PGUser:        r.str("postgres", "PG_USER"),
 		PGPassword:    r.str("postgres", "PG_PASSWORD"),
 		PGDB:          r.str("postgres", "PG_DB"),
@@ -379,6 +389,50 @@ func (r *reader) peers(port int, names ...string) []string {
 		out = append(out, net.JoinHostPort(host, portStr))
 	}
 	return out
+}
+
+// pgServers reads PG_HOST: a comma-separated list of host name, IP address or unix socket
+// directory, each optionally with :port ([IPv6]:port); an entry without a port gets PG_PORT.
+// An empty entry is a mistake too: the list says which servers may hold the data.
+func (r *reader) pgServers() []PGServer {
+	port := r.intIn(5432, 1, 65535, "PG_PORT")
+	v := r.str("", "PG_HOST")
+	if v == "" {
+		return nil
+	}
+	var out []PGServer
+	for _, e := range strings.Split(v, ",") {
+		s, ok := parsePGServer(strings.TrimSpace(e), port)
+		if !ok {
+			r.fail("PG_HOST", v, "must be a comma-separated list of host, host:port, [IPv6 address]:port or /unix/socket/directory")
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func parsePGServer(e string, port int) (PGServer, bool) {
+	host, p, err := net.SplitHostPort(e)
+	if err != nil { // no port: the whole entry is the host
+		host, p = e, strconv.Itoa(port)
+		if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			host = host[1 : len(host)-1]
+		}
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 {
+		return PGServer{}, false
+	}
+	s := PGServer{Host: host, Port: n}
+	if strings.HasPrefix(host, "/") || net.ParseIP(host) != nil {
+		return s, true
+	}
+	ok := host != ""
+	for _, c := range host {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_')
+	}
+	return s, ok
 }
 
 // jwt reads the JWT variables when JWT_ENABLED=true and checks them together (algorithms

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Port != 6632 || c.BindAddr != "0.0.0.0" || c.DefaultTimeout != 30*time.Second ||
-		c.DefaultBatchSize != 1 || c.PGHost != "" || c.DataDir != ".queen" || c.JWT.Enabled ||
+		c.DefaultBatchSize != 1 || c.PGServers != nil || c.DataDir != ".queen" || c.JWT.Enabled ||
 		c.MaxBodyBytes != 64<<20 || c.PopWaitInitialInterval != 100*time.Millisecond {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
@@ -140,6 +141,31 @@ func TestStatsRetentionDays(t *testing.T) {
 	for _, v := range []string{"0", "-1", "3651", "7d"} {
 		if _, err := Load(env(map[string]string{"QUEEN_STATS_RETENTION_DAYS": v})); err == nil || !strings.Contains(err.Error(), "QUEEN_STATS_RETENTION_DAYS") {
 			t.Errorf("QUEEN_STATS_RETENTION_DAYS=%s: want an error naming the variable, got %v", v, err)
+		}
+	}
+}
+
+// PG_HOST is a list of servers: each entry a host, an IP address or a socket directory, with a
+// port of its own or PG_PORT's. A malformed list stops the boot naming PG_HOST.
+func TestPGHostList(t *testing.T) {
+	c, err := Load(env(map[string]string{"PG_HOST": "db1.example.com, 10.0.0.2:5433,[::1]:6000,::2,/run/pg,/tmp/pg:5434", "PG_PORT": "5439"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PGServer{{"db1.example.com", 5439}, {"10.0.0.2", 5433}, {"::1", 6000}, {"::2", 5439}, {"/run/pg", 5439}, {"/tmp/pg", 5434}}
+	if !slices.Equal(c.PGServers, want) {
+		t.Fatalf("PG_HOST parsed as %v, want %v", c.PGServers, want)
+	}
+	if got := c.PGServers[2].String(); got != "[::1]:6000" {
+		t.Errorf("String of an IPv6 entry: %q", got)
+	}
+	c, err = Load(env(map[string]string{"PG_HOST": "db"}))
+	if err != nil || !slices.Equal(c.PGServers, []PGServer{{"db", 5432}}) {
+		t.Fatalf("one host: %v %v", err, c.PGServers)
+	}
+	for _, v := range []string{"db1,", ",db1", "db1,,db2", "db1:0", "db1:65536", "db1:x", "db1:", ":5432", "db 1", "db1;db2", "run/pg", "http://db1"} {
+		if _, err := Load(env(map[string]string{"PG_HOST": v})); err == nil || !strings.Contains(err.Error(), "PG_HOST") {
+			t.Errorf("PG_HOST=%q: want an error naming PG_HOST, got %v", v, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,8 +80,12 @@ type PoolOptions struct {
 	ConnectTimeout   time.Duration
 	StatementTimeout time.Duration
 	// TLS, when set, is the TLS configuration of every connection (PG_USE_SSL): it replaces
-	// the connection string's sslmode, and there is no fallback to plaintext.
+	// the connection string's sslmode, and there is no fallback to plaintext. Each host of the
+	// connection string is verified under its own name.
 	TLS *tls.Config
+	// OnConnect, when set, is told the address of the server of every new connection (host:port,
+	// or the unix socket's path): after a failover it is another host of the list.
+	OnConnect func(server string)
 }
 
 // Open connects to PostgreSQL. Every session runs in UTC so timestamps render as the clients
@@ -97,8 +102,20 @@ func Open(ctx context.Context, connString string, o PoolOptions) (*Store, error)
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	}
 	if o.TLS != nil {
-		cfg.ConnConfig.TLSConfig = o.TLS.Clone()
-		cfg.ConnConfig.Fallbacks = nil
+		withTLS(&cfg.ConnConfig.Config, o.TLS)
+	}
+	// A server that answers "read-only transaction" is a standby or a demoted primary: the
+	// connection can never write again, so it is closed rather than handed out anew, and the
+	// next one goes to whichever host accepts writes (target_session_attrs). FATAL errors
+	// close the connection as pgx's default handler does.
+	cfg.ConnConfig.OnPgError = func(_ *pgconn.PgConn, e *pgconn.PgError) bool {
+		return !strings.EqualFold(e.Severity, "FATAL") && e.Code != readOnlyTransaction
+	}
+	if o.OnConnect != nil {
+		cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+			o.OnConnect(c.PgConn().Conn().RemoteAddr().String())
+			return nil
+		}
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "queen"
@@ -114,6 +131,27 @@ func Open(ctx context.Context, connString string, o PoolOptions) (*Store, error)
 		return nil, fmt.Errorf("cannot create the PostgreSQL pool: %w", err)
 	}
 	return NewStore(pool), nil
+}
+
+// readOnlyTransaction is SQLSTATE 25006: a write on a server that only reads. The broker opens
+// no read-only transaction, so it means the server is a standby (or a fenced primary).
+const readOnlyTransaction = "25006"
+
+// withTLS gives every host of cc the TLS configuration t, checked against that host's name:
+// pgx keeps the hosts after the first in Fallbacks, each with a TLS configuration of its own,
+// so setting only the first would verify the others under the wrong name. A host listed twice
+// (sslmode=prefer lists each host with and without TLS) is tried once.
+func withTLS(cc *pgconn.Config, t *tls.Config) {
+	var hosts []*pgconn.FallbackConfig
+	for _, h := range append([]*pgconn.FallbackConfig{{Host: cc.Host, Port: cc.Port}}, cc.Fallbacks...) {
+		if slices.ContainsFunc(hosts, func(o *pgconn.FallbackConfig) bool { return o.Host == h.Host && o.Port == h.Port }) {
+			continue
+		}
+		ht := t.Clone()
+		ht.ServerName = h.Host
+		hosts = append(hosts, &pgconn.FallbackConfig{Host: h.Host, Port: h.Port, TLSConfig: ht})
+	}
+	cc.Host, cc.Port, cc.TLSConfig, cc.Fallbacks = hosts[0].Host, hosts[0].Port, hosts[0].TLSConfig, hosts[1:]
 }
 
 // ConnectionTLS reports whether a connection of the pool is encrypted, and with which TLS
@@ -198,9 +236,11 @@ func IsUnavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exceptions; 53: insufficient resources (too many connections);
-		// 57P01..03: the server is shutting down or starting.
+		// 57P01..03: the server is shutting down or starting; 25006: the server only reads
+		// (a standby, or the old primary of a failover), as good as none until the broker
+		// reconnects to the new primary.
 		c := pgErr.Code
-		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03"
+		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03" || c == readOnlyTransaction
 	}
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 
 	"queen/config"
 	"queen/persistence"
@@ -19,15 +20,16 @@ import (
 // database is the broker's PostgreSQL: its own local cluster when PG_HOST is unset, the pool
 // (TLS when PG_USE_SSL says so), and the schema, migrated before anything else uses it.
 type database struct {
-	store *persistence.Store
-	local *localpg.Cluster // nil when PG_HOST is set or the caller gave a connection string
-	log   *slog.Logger
+	store  *persistence.Store
+	local  *localpg.Cluster // nil when PG_HOST is set or the caller gave a connection string
+	log    *slog.Logger
+	server serverWatch
 }
 
 // openDatabase reaches PostgreSQL (connString, or what the configuration says) and migrates
 // the schema. On error nothing is left running.
 func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, connString string) (_ *database, err error) {
-	d := &database{log: log}
+	d := &database{log: log, server: serverWatch{log: log}}
 	defer func() {
 		if err != nil {
 			d.close()
@@ -41,7 +43,7 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger, conn
 	}
 	d.store, err = persistence.Open(ctx, connString, persistence.PoolOptions{
 		MaxConns: cfg.DBPoolSize, ConnectTimeout: cfg.DBConnTimeout, StatementTimeout: cfg.DBStmtTimeout,
-		TLS: tlsConf,
+		TLS: tlsConf, OnConnect: d.server.connected,
 	})
 	if err != nil {
 		return nil, err
@@ -73,15 +75,24 @@ func (d *database) close() {
 
 // connString starts the local PostgreSQL when PG_HOST is unset and returns how to reach the
 // server, with the TLS configuration of PG_HOST's connections (nil: plaintext or unix socket).
+//
+// Every new connection tries the servers of PG_HOST in order and keeps the first that accepts
+// writes (target_session_attrs=read-write): a standby is skipped, and after a failover the pool
+// reaches the promoted server by itself, since the connections to the old primary die with it.
 func (d *database) connString(ctx context.Context, c config.Config) (string, *tls.Config, error) {
-	if c.PGHost != "" {
-		d.log.Info("using PostgreSQL", "host", c.PGHost, "port", c.PGPort, "database", c.PGDB, "user", c.PGUser)
+	if len(c.PGServers) > 0 {
+		d.log.Info("using PostgreSQL", "hosts", pgHosts(c), "database", c.PGDB, "user", c.PGUser)
 		t, err := pgTLS(c, d.log)
 		if err != nil {
 			return "", nil, err
 		}
-		return fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=disable",
-			quote(c.PGHost), c.PGPort, quote(c.PGUser), quote(c.PGPassword), quote(c.PGDB)), t, nil
+		hosts := make([]string, len(c.PGServers))
+		ports := make([]string, len(c.PGServers))
+		for i, s := range c.PGServers {
+			hosts[i], ports[i] = s.Host, strconv.Itoa(s.Port)
+		}
+		return fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable target_session_attrs=read-write",
+			quote(strings.Join(hosts, ",")), quote(strings.Join(ports, ",")), quote(c.PGUser), quote(c.PGPassword), quote(c.PGDB)), t, nil
 	}
 	if c.PGUseSSL {
 		d.log.Warn("PG_USE_SSL is ignored: PG_HOST is unset, and the local PostgreSQL is reached over a unix socket")
@@ -96,6 +107,39 @@ func (d *database) connString(ctx context.Context, c config.Config) (string, *tl
 	}
 	d.local = cl
 	return cl.ConnString("postgres"), nil, nil
+}
+
+// pgHosts is PG_HOST as the logs show it, every entry with its port.
+func pgHosts(c config.Config) string {
+	out := make([]string, len(c.PGServers))
+	for i, s := range c.PGServers {
+		out[i] = s.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// serverWatch follows which PostgreSQL server the pool's new connections reach. It says once
+// which one that is, and warns when it changes: after a failover the broker writes to another
+// server of PG_HOST, and the old primary must not come back as a primary.
+type serverWatch struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	addr string
+}
+
+func (w *serverWatch) connected(addr string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.addr {
+	case addr:
+		return
+	case "":
+		w.log.Info("connected to PostgreSQL", "server", addr)
+	default:
+		w.log.Warn("PostgreSQL server changed (a failover?): the broker now writes to another server of PG_HOST; keep the previous one from accepting writes again (rebuild it as a standby of the new primary)",
+			"server", addr, "previous", w.addr)
+	}
+	w.addr = addr
 }
 
 // quote makes a value safe inside a libpq keyword/value connection string.
@@ -127,7 +171,8 @@ func pgTLS(c config.Config, log *slog.Logger) (*tls.Config, error) {
 		log.Info("config: postgres", append(pgServer(c), "use_ssl", false, "ssl_trust", "plaintext")...)
 		return nil, nil
 	}
-	t := &tls.Config{ServerName: c.PGHost, MinVersion: tls.VersionTLS12}
+	// The name checked is each host's own: persistence.Open sets ServerName per host.
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
 	trust := "system-roots"
 	if len(c.PGSSLRootCert) > 0 {
 		pool := x509.NewCertPool()
@@ -149,7 +194,7 @@ func pgTLS(c config.Config, log *slog.Logger) (*tls.Config, error) {
 
 // checkTLS confirms that the pool's connections really are encrypted, and says so.
 func (d *database) checkTLS(ctx context.Context, c config.Config, t *tls.Config) error {
-	addr := net.JoinHostPort(c.PGHost, strconv.Itoa(c.PGPort))
+	addr := pgHosts(c)
 	on, version, err := d.store.ConnectionTLS(ctx)
 	if err != nil {
 		hint := ""

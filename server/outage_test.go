@@ -9,19 +9,16 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"queen/config"
 	"queen/persistence/localpg"
+	"queen/server"
 	"queen/server/servertest"
 )
 
@@ -69,12 +66,25 @@ type outageDelivery struct {
 	at        time.Time
 }
 
-// outageScenario says how PostgreSQL goes away and comes back.
+// outageScenario says how PostgreSQL goes away and comes back, and which brokers carry the load.
 type outageScenario struct {
-	name      string
-	down      func(t *testing.T, o *outageCluster) // take PostgreSQL away
-	up        func(t *testing.T, o *outageCluster) // bring it back
-	reportsDB bool                                 // status/buffers must say dbHealthy false while down
+	name    string
+	brokers []outageBroker
+	down    func(t *testing.T) // take PostgreSQL away
+	up      func(t *testing.T) // bring it back
+	// hold is how long PostgreSQL stays away under load once every broker has spooled.
+	hold time.Duration
+	// clientTimeout is how long a client waits for an answer; a push that waits longer counts
+	// as not answered.
+	clientTimeout time.Duration
+	reportsDB     bool // status/buffers must say dbHealthy false while down
+}
+
+// outageBroker is one broker under the outage load.
+type outageBroker struct {
+	doer
+	base   string
+	broker *server.Broker
 }
 
 // outageCluster is the test's own PostgreSQL.
@@ -83,24 +93,30 @@ type outageCluster struct {
 	dir     string
 	log     *slog.Logger
 	cluster *localpg.Cluster
-	frozen  []int // processes stopped with SIGSTOP
+}
+
+// clusterDir makes the directory of a PostgreSQL of the test's own, removed when the test ends:
+// under /tmp and enterable, since when we are root the cluster runs as another user (t.TempDir
+// may lie below a directory that user cannot enter).
+func clusterDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // newOutageCluster starts a PostgreSQL of the test's own, to stop and start under a broker.
 // Call it before starting the broker: its cleanup then runs after the broker's shutdown.
 func newOutageCluster(t *testing.T) *outageCluster {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "queen-outage-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// MkdirTemp makes it 0700; when we are root the cluster's own user has to enter it.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pg := &outageCluster{dir: dir, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	pg := &outageCluster{dir: clusterDir(t, "queen-outage-"), log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	t.Cleanup(func() {
-		pg.thaw()
 		pg.mu.Lock()
 		defer pg.mu.Unlock()
 		if pg.cluster != nil {
@@ -108,7 +124,6 @@ func newOutageCluster(t *testing.T) *outageCluster {
 				t.Errorf("stop PostgreSQL: %v", err)
 			}
 		}
-		os.RemoveAll(dir)
 	})
 	pg.start(t)
 	return pg
@@ -132,69 +147,22 @@ func (o *outageCluster) start(t *testing.T) {
 	o.cluster = c
 }
 
-// freeze stops every process of the server with SIGSTOP: PostgreSQL hangs instead of refusing,
-// as it does behind a network partition or a stalled disk.
-func (o *outageCluster) freeze(t *testing.T) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	pidFile, err := os.ReadFile(filepath.Join(o.dir, "pgdata", "postmaster.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	line, _, _ := strings.Cut(string(pidFile), "\n")
-	postmaster, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("postmaster.pid: %q", line)
-	}
-	// The postmaster first, so that it forks no new backend, then its children.
-	if err := syscall.Kill(postmaster, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	o.frozen = []int{postmaster}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat)[i+1:])
-		if len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
-			if syscall.Kill(pid, syscall.SIGSTOP) == nil {
-				o.frozen = append(o.frozen, pid)
-			}
-		}
-	}
-}
-
-func (o *outageCluster) thaw() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, pid := range slices.Backward(o.frozen) {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-	}
-	o.frozen = nil
-}
-
 // TestOutagePostgresDownUnderLoad stops PostgreSQL for 10 s under a steady push and consume
 // load, then starts it again. While it is down every push is answered from the disk spool
 // (buffered) within the bounded wait; afterwards every push answered queued or buffered is
 // delivered exactly once to each consumer group (queue mode and a named group), in order per
 // partition and per producer, and PostgreSQL holds each message once.
 func TestOutagePostgresDownUnderLoad(t *testing.T) {
+	skipLong(t)
+	pg := newOutageCluster(t)
 	runOutage(t, outageScenario{
-		name:      "stopped",
-		down:      func(t *testing.T, o *outageCluster) { o.stop(t) },
-		up:        func(t *testing.T, o *outageCluster) { o.start(t) },
-		reportsDB: true,
+		name:          "stopped",
+		brokers:       []outageBroker{startOutageBroker(t, pg)},
+		down:          pg.stop,
+		up:            pg.start,
+		hold:          10 * time.Second,
+		clientTimeout: 5 * time.Second,
+		reportsDB:     true,
 	})
 }
 
@@ -206,55 +174,88 @@ func TestOutagePostgresDownUnderLoad(t *testing.T) {
 // a pop answered 503 during the hang may still commit its lease when PostgreSQL resumes, and
 // its partition then waits out the lease.
 func TestOutagePostgresFrozenUnderLoad(t *testing.T) {
+	skipLong(t)
+	pg := newOutageCluster(t)
+	b := startOutageBroker(t, pg)
+	t.Cleanup(pg.cluster.Thaw) // before the broker's shutdown, which waits for its database work
 	runOutage(t, outageScenario{
-		name: "frozen",
-		down: func(t *testing.T, o *outageCluster) { o.freeze(t) },
-		up:   func(t *testing.T, o *outageCluster) { o.thaw() },
+		name:    "frozen",
+		brokers: []outageBroker{b},
+		down: func(t *testing.T) {
+			if err := pg.cluster.Freeze(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		up:            func(*testing.T) { pg.cluster.Thaw() },
+		hold:          10 * time.Second,
+		clientTimeout: 5 * time.Second,
 	})
 }
 
-func runOutage(t *testing.T, sc outageScenario) {
+func skipLong(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the outage test runs for about half a minute")
+		t.Skip("the outage tests run for about half a minute each")
 	}
+}
+
+// outageWait is FILE_BUFFER_DB_WAIT_MS of the outage brokers: how long a push waits on
+// PostgreSQL before it is spooled.
+const outageWait = 2 * time.Second
+
+// startOutageBroker starts a broker on the outage cluster, draining its spool every 50 ms.
+func startOutageBroker(t *testing.T, pg *outageCluster) outageBroker {
+	c := servertest.Start(t, pg.cluster.ConnString("postgres"), func(c *config.Config) {
+		c.ServerID, c.SpoolAfter, c.SpoolFlush = "outage-broker", outageWait, 50*time.Millisecond
+	})
+	return outageBroker{doer: c, base: c.Base, broker: c.Broker}
+}
+
+// outageResult is when PostgreSQL went away, when it was back, and the answer to the first
+// push queued in PostgreSQL that was sent after it went away.
+type outageResult struct {
+	downAt, upAt, firstQueuedAt time.Time
+}
+
+// runOutage puts the brokers under a steady push and consume load (producers and consumers
+// spread over the brokers), takes PostgreSQL away and brings it back, and checks that every
+// push answered queued or buffered is delivered exactly once to each consumer group, in order
+// per partition and per producer, that PostgreSQL holds each message once, that every ack
+// holds, and that the pops and acks refused meanwhile were told 503, not 500.
+func runOutage(t *testing.T, sc outageScenario) outageResult {
 	const (
-		queue       = "outage"
-		producers   = 3
-		perPush     = 2
-		outage      = 10 * time.Second
-		boundedWait = 2 * time.Second
+		queue     = "outage"
+		producers = 3
+		perPush   = 2
 	)
 	parts := []string{"p0", "p1", "p2"}
 	groups := []string{"", "g1"}
+	brokerOf := func(i int) outageBroker { return sc.brokers[i%len(sc.brokers)] }
 
 	ctx := context.Background()
-	pg := newOutageCluster(t)
-	c := servertest.Start(t, pg.cluster.ConnString("postgres"), func(c *config.Config) {
-		c.ServerID, c.SpoolAfter, c.SpoolFlush = "outage-broker", boundedWait, 50*time.Millisecond
-	})
-	t.Cleanup(pg.thaw) // before the broker's shutdown, which waits for its database work
 	// A pop that PostgreSQL commits after the broker gave up on it (answered 503) leaves its
 	// messages leased, so they are delivered only once the lease expires: a short lease bounds
 	// that wait. Acks are retried through the outage well within it.
 	const leaseTime = 30 * time.Second
-	call[map[string]any](t, c, "POST", "/api/v1/configure", map[string]any{"queue": queue, "options": map[string]any{"leaseTime": int(leaseTime.Seconds())}}, 200)
+	call[map[string]any](t, sc.brokers[0], "POST", "/api/v1/configure", map[string]any{"queue": queue, "options": map[string]any{"leaseTime": int(leaseTime.Seconds())}}, 200)
 
-	hc := &http.Client{Timeout: outage / 2}
+	hc := &http.Client{Timeout: sc.clientTimeout}
 	const (
 		phaseBefore = iota
 		phaseDown
 		phaseBack
 	)
 	var phase atomic.Int32
+	var goneAt atomic.Int64 // UnixNano when sc.down returned; 0 before
 
 	// What the producers were told.
 	var (
-		pmu          sync.Mutex
-		accepted     = map[outageKey]string{} // key -> "queued" or "buffered"
-		unanswered   = map[outageKey]bool{}   // pushes that got no queued/buffered answer
-		count        = map[string]int{}       // item statuses per phase, e.g. "down/buffered"
-		maxLatency   [3]time.Duration         // per phase
-		pushFailures []string
+		pmu           sync.Mutex
+		accepted      = map[outageKey]string{} // key -> "queued" or "buffered"
+		unanswered    = map[outageKey]bool{}   // pushes that got no queued/buffered answer
+		count         = map[string]int{}       // item statuses per phase, e.g. "down/buffered"
+		maxLatency    [3]time.Duration         // per phase
+		pushFailures  []string
+		firstQueuedAt time.Time // the answer to the first push sent after PostgreSQL went away and queued
 	)
 	stopProducers := make(chan struct{})
 	var producersWG sync.WaitGroup
@@ -274,8 +275,9 @@ func runOutage(t *testing.T, sc outageScenario) {
 				}
 				ph := phase.Load()
 				t0 := time.Now()
-				status, raw, err := rawDo(hc, c.Base, "POST", "/api/v1/push", map[string]any{"items": items})
+				status, raw, err := rawDo(hc, brokerOf(w).base, "POST", "/api/v1/push", map[string]any{"items": items})
 				lat := time.Since(t0)
+				gone := goneAt.Load()
 				var res []pushResult
 				if err == nil {
 					err = json.Unmarshal(raw, &res)
@@ -288,6 +290,10 @@ func runOutage(t *testing.T, sc outageScenario) {
 					if ok && (res[i].Status == "queued" || res[i].Status == "buffered") {
 						accepted[k] = res[i].Status
 						count[phName+"/"+res[i].Status]++
+						if at := t0.Add(lat); res[i].Status == "queued" && gone != 0 && t0.UnixNano() > gone &&
+							(firstQueuedAt.IsZero() || at.Before(firstQueuedAt)) {
+							firstQueuedAt = at
+						}
 						if status == 200 && res[i].Status == "buffered" {
 							pushFailures = append(pushFailures, fmt.Sprintf("HTTP 200 with a buffered item: %s", raw))
 						}
@@ -321,8 +327,9 @@ func runOutage(t *testing.T, sc outageScenario) {
 	stopConsumers := make(chan struct{})
 	var consumersWG sync.WaitGroup
 	for _, g := range groups {
-		for range 2 {
+		for i := range 2 {
 			consumersWG.Add(1)
+			base := brokerOf(i).base
 			go func() {
 				defer consumersWG.Done()
 				for {
@@ -331,7 +338,7 @@ func runOutage(t *testing.T, sc outageScenario) {
 						return
 					default:
 					}
-					status, raw, err := rawDo(hc, c.Base, "GET", "/api/v1/pop/queue/"+queue+"?wait=true&timeout=1000&batch=50&consumerGroup="+g, nil)
+					status, raw, err := rawDo(hc, base, "GET", "/api/v1/pop/queue/"+queue+"?wait=true&timeout=1000&batch=50&consumerGroup="+g, nil)
 					var p popResponse
 					if err == nil && status == 200 {
 						err = json.Unmarshal(raw, &p)
@@ -364,7 +371,7 @@ func runOutage(t *testing.T, sc outageScenario) {
 						acks[i] = map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "completed"}
 					}
 					for {
-						status, raw, err := rawDo(hc, c.Base, "POST", "/api/v1/ack/batch", map[string]any{"consumerGroup": g, "acknowledgments": acks})
+						status, raw, err := rawDo(hc, base, "POST", "/api/v1/ack/batch", map[string]any{"consumerGroup": g, "acknowledgments": acks})
 						if err == nil && status == 200 {
 							var res []ackResult
 							_ = json.Unmarshal(raw, &res)
@@ -423,29 +430,33 @@ func runOutage(t *testing.T, sc outageScenario) {
 	// PostgreSQL goes away.
 	phase.Store(phaseDown)
 	downAt := time.Now()
-	sc.down(t, pg)
+	sc.down(t)
+	goneAt.Store(time.Now().UnixNano())
 	t.Logf("PostgreSQL %s (that took %v)", sc.name, time.Since(downAt))
-	waitUntil(t, outage, "pushes to be buffered while PostgreSQL is down", func() bool { return statusCount("down/buffered") > 0 })
-	waitUntil(t, outage, "status/buffers to report records pending", func() bool {
-		b := buffers(t, c)
-		return b.Pending > 0 && (!sc.reportsDB || !b.DBHealthy)
-	})
-	// The outage lasts its full 10 s under load.
-	pause(nil, time.Until(downAt.Add(outage)))
-	during := buffers(t, c)
-	t.Logf("after %v down: status/buffers %+v", time.Since(downAt).Round(time.Millisecond), during)
+	waitUntil(t, time.Minute, "pushes to be buffered while PostgreSQL is down", func() bool { return statusCount("down/buffered") > 0 })
+	for _, b := range sc.brokers {
+		waitUntil(t, time.Minute, "status/buffers of every broker to report records pending", func() bool {
+			st := buffers(t, b)
+			return st.Pending > 0 && (!sc.reportsDB || !st.DBHealthy)
+		})
+	}
+	// The outage lasts its full hold under load.
+	pause(nil, time.Until(downAt.Add(sc.hold)))
+	t.Logf("after %v down: status/buffers %+v", time.Since(downAt).Round(time.Millisecond), buffers(t, sc.brokers[0]))
 
 	upAt := time.Now()
-	sc.up(t, pg)
+	sc.up(t)
 	phase.Store(phaseBack)
 	t.Logf("PostgreSQL back after %v down (that took %v)", upAt.Sub(downAt).Round(time.Millisecond), time.Since(upAt))
 
-	// A little more load: until the spool has drained and pushes reach PostgreSQL again.
+	// A little more load: until the spools have drained and pushes reach PostgreSQL again.
 	waitUntil(t, time.Minute, "pushes to be queued in PostgreSQL again", func() bool { return statusCount("back/queued") >= 30 })
-	waitUntil(t, time.Minute, "the spool to drain", func() bool {
-		b := buffers(t, c)
-		return b.DBHealthy && b.Pending == 0
-	})
+	for _, b := range sc.brokers {
+		waitUntil(t, time.Minute, "the spool of every broker to drain", func() bool {
+			st := buffers(t, b)
+			return st.DBHealthy && st.Pending == 0
+		})
+	}
 	close(stopProducers)
 	producersWG.Wait()
 
@@ -494,7 +505,7 @@ func runOutage(t *testing.T, sc outageScenario) {
 	// Anything left (a message delivered twice would show up here only after a lease expiry;
 	// this catches messages stored without an answer, or stored twice).
 	for _, g := range groups {
-		for _, m := range consumeAll(t, c, queue, g) {
+		for _, m := range consumeAll(t, sc.brokers[0], queue, g) {
 			var d struct{ W, N int }
 			_ = json.Unmarshal(m.Data, &d)
 			delivered[g] = append(delivered[g], outageDelivery{outageKey{d.W, d.N}, m.Partition, time.Now()})
@@ -503,7 +514,7 @@ func runOutage(t *testing.T, sc outageScenario) {
 
 	t.Logf("pushes per phase/status (items): %v", count)
 	t.Logf("max push latency: before %v, PostgreSQL down %v, after restart %v (bounded wait %v)",
-		maxLatency[phaseBefore], maxLatency[phaseDown], maxLatency[phaseBack], boundedWait)
+		maxLatency[phaseBefore], maxLatency[phaseDown], maxLatency[phaseBack], outageWait)
 	t.Logf("accepted %d items (%d unanswered); delivered: queue mode %d, g1 %d; pop errors by status %v, ack errors by status %v",
 		len(accepted), len(unanswered), len(delivered[""]), len(delivered["g1"]), popErrors, ackErrors)
 	for _, s := range pushFailures {
@@ -515,9 +526,21 @@ func runOutage(t *testing.T, sc outageScenario) {
 	if count["down/buffered"] == 0 {
 		t.Errorf("no push was buffered while PostgreSQL was down")
 	}
+	// A pop or an ack PostgreSQL could not take is told to come back (503), never 500; 0 is a
+	// client that gave up waiting.
+	for what, errs := range map[string]map[string]int{"pops": popErrors, "acks": ackErrors} {
+		for status, n := range errs {
+			if status != "503" && status != "0" {
+				t.Errorf("%d %s answered %s while PostgreSQL was away, want 503", n, what, status)
+			}
+		}
+	}
+	t.Logf("first push queued in PostgreSQL among those sent after it went away: answered %v after it went, %v after it was back",
+		firstQueuedAt.Sub(downAt).Round(time.Millisecond), firstQueuedAt.Sub(upAt).Round(time.Millisecond))
 
 	// PostgreSQL's order per partition, to compare each group's delivery order with.
-	rows, err := c.Broker.Store().Pool().Query(ctx, `SELECT p.name, m.payload FROM queen.messages m
+	pool := sc.brokers[0].broker.Store().Pool()
+	rows, err := pool.Query(ctx, `SELECT p.name, m.payload FROM queen.messages m
 		JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
 		WHERE q.name = $1 ORDER BY p.name, m.seq`, queue)
 	if err != nil {
@@ -552,6 +575,34 @@ func runOutage(t *testing.T, sc outageScenario) {
 		if stored[k] != 1 {
 			t.Errorf("accepted message w%d-n%d (%s) stored %d times", k.w, k.n, accepted[k], stored[k])
 		}
+	}
+
+	// Every ack holds: each group's cursor is at the head of each partition. An ack lost with
+	// PostgreSQL would leave its messages leased, which the last consumeAll cannot take.
+	rows, err = pool.Query(ctx, `SELECT pc.consumer_group, p.name, pc.cursor_seq, p.last_seq
+		FROM queen.partition_consumers pc JOIN queen.partitions p ON p.id = pc.partition_id
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1`, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cursors := 0
+	for rows.Next() {
+		var group, part string
+		var cursor, head int64
+		if err := rows.Scan(&group, &part, &cursor, &head); err != nil {
+			t.Fatal(err)
+		}
+		cursors++
+		if cursor != head {
+			t.Errorf("group %q partition %s: acknowledged up to %d of %d", group, part, cursor, head)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cursors != len(groups)*len(parts) {
+		t.Errorf("%d consumer cursors, want one per group and partition (%d)", cursors, len(groups)*len(parts))
 	}
 
 	for _, g := range groups {
@@ -594,6 +645,7 @@ func runOutage(t *testing.T, sc outageScenario) {
 			}
 		}
 	}
+	return outageResult{downAt: downAt, upAt: upAt, firstQueuedAt: firstQueuedAt}
 }
 
 func maps2slice(m map[outageKey]string) []outageKey {

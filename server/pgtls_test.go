@@ -79,15 +79,7 @@ func newTestPKI(t *testing.T) testPKI {
 // accepting TCP connections over TLS only (hostssl): a plaintext client is refused.
 func startTLSCluster(t *testing.T, pki testPKI) int {
 	t.Helper()
-	// Under /tmp and enterable: when we are root the cluster runs as another user.
-	dir, err := os.MkdirTemp("/tmp", "queen-pgtls-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := clusterDir(t, "queen-pgtls-")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +111,8 @@ func startTLSCluster(t *testing.T, pki testPKI) int {
 
 // bootAgainst starts a broker that reaches PostgreSQL through PG_HOST (not a test conn string),
 // so it builds its connection, TLS included, the way the binary does. It returns the broker (nil
-// when the boot failed), the boot error and the log.
-func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, string) {
+// when the boot failed), the boot error and the log, which grows as long as the broker runs.
+func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, *servertest.LogBuffer) {
 	t.Helper()
 	vars := map[string]string{"FILE_BUFFER_DIR": t.TempDir(), "DB_CONNECTION_TIMEOUT": "5000"}
 	for k, v := range env {
@@ -141,7 +133,7 @@ func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, string)
 	b, err := server.Start(ctx, cfg, log, server.Options{Listener: ln})
 	if err != nil {
 		ln.Close()
-		return nil, err, logs.String()
+		return nil, err, logs
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -150,7 +142,7 @@ func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, string)
 			t.Errorf("broker shutdown: %v", err)
 		}
 	})
-	return &meshNode{t: t, name: "tls", base: "http://" + b.Addr(), broker: b, hc: &http.Client{Timeout: time.Minute}}, nil, logs.String()
+	return &meshNode{t: t, name: cfg.ServerID, base: "http://" + b.Addr(), broker: b, hc: &http.Client{Timeout: time.Minute}}, nil, logs
 }
 
 // PostgreSQL TLS against a server with a self-signed CA: verify-full with PG_SSL_ROOT_CERT (a
@@ -183,7 +175,7 @@ func TestPostgresTLS(t *testing.T) {
 			t.Fatalf("boot: %v\n%s", err, logs)
 		}
 		for _, want := range []string{`ssl_trust=supplied-ca`, `ssl_verified=true`, `PostgreSQL connection encrypted`} {
-			if !strings.Contains(logs, want) {
+			if !strings.Contains(logs.String(), want) {
 				t.Errorf("boot log lacks %q:\n%s", want, logs)
 			}
 		}
@@ -191,6 +183,15 @@ func TestPostgresTLS(t *testing.T) {
 		if p := popWith(t, c, "/api/v1/pop/queue/tlsq", "autoAck", "true"); len(p.Messages) != 1 || string(p.Messages[0].Data) != `{"over":"tls"}` {
 			t.Fatalf("pop over TLS: %+v", p)
 		}
+	})
+	t.Run("verify-full checks each host of a list under its own name", func(t *testing.T) {
+		// 127.0.0.2 refuses (the server listens on 127.0.0.1) and is not in the certificate:
+		// the connection that reaches localhost must be verified as localhost.
+		c, err, logs := bootAgainst(t, with("PG_HOST", "127.0.0.2,localhost", "PG_USE_SSL", "true", "PG_SSL_ROOT_CERT", caFile))
+		if err != nil {
+			t.Fatalf("boot: %v\n%s", err, logs)
+		}
+		pushWant(t, c, 200, "queued", item{"queue": "tlsq3", "payload": 1})
 	})
 	t.Run("verify-full with the PEM in the variable", func(t *testing.T) {
 		oneLine := strings.ReplaceAll(string(pki.caPEM), "\n", `\n`)
@@ -214,7 +215,7 @@ func TestPostgresTLS(t *testing.T) {
 			t.Fatalf("boot: %v\n%s", err, logs)
 		}
 		for _, want := range []string{"UNVERIFIED", `ssl_trust=accept-any`, `ssl_verified=false`, `PostgreSQL connection encrypted`} {
-			if !strings.Contains(logs, want) {
+			if !strings.Contains(logs.String(), want) {
 				t.Errorf("boot log lacks %q:\n%s", want, logs)
 			}
 		}

@@ -16,7 +16,7 @@ func logSettings(c config.Config, log *slog.Logger) {
 		"max_body_bytes", c.MaxBodyBytes, "max_items_per_request", c.MaxRequestItems,
 		"max_connections", c.MaxConnections, "request_deadline", c.RequestDeadline,
 		"cors_origins", strings.Join(c.CORSOrigins, ","), "pprof_addr", c.PprofAddr)
-	if c.PGHost == "" {
+	if len(c.PGServers) == 0 {
 		log.Info("config: postgres", append([]any{"mode", "local", "data_dir", c.DataDir}, pgPool(c)...)...)
 	}
 	a := c.JWT
@@ -55,7 +55,7 @@ func pgPool(c config.Config) []any {
 // pgServer are the settings of the "config: postgres" line of a PG_HOST server besides its
 // TLS mode.
 func pgServer(c config.Config) []any {
-	return append([]any{"host", c.PGHost, "port", c.PGPort, "database", c.PGDB, "user", c.PGUser,
+	return append([]any{"hosts", pgHosts(c), "database", c.PGDB, "user", c.PGUser,
 		"password", secret(c.PGPassword)}, pgPool(c)...)
 }
 

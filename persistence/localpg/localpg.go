@@ -37,6 +37,9 @@ type Options struct {
 	// user only: certificates and keys a setting names (relative paths there are resolved
 	// against the data directory), or a pg_hba.conf replacing the one initdb wrote.
 	Files map[string][]byte
+	// Standby, when set, makes a new data directory a streaming standby of that running
+	// cluster instead of an empty cluster (see standby.go); Promote makes it a primary.
+	Standby *Cluster
 }
 
 // Cluster is a running server started by Start.
@@ -53,9 +56,11 @@ type Cluster struct {
 	tcp     bool
 	extra   map[string]string
 	files   map[string][]byte
+	primary *Cluster // the cluster a standby was copied from; nil for a primary
 
 	mu      sync.Mutex
 	stopped bool
+	frozen  []int // the processes Freeze stopped, postmaster first
 }
 
 const defaultPort = 5432
@@ -85,6 +90,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		port:    defaultPort,
 		extra:   opts.Settings,
 		files:   opts.Files,
+		primary: opts.Standby,
 	}
 	if opts.TCPPort != 0 {
 		c.port, c.tcp = opts.TCPPort, true
@@ -98,7 +104,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 
 	dataVersion := readPGVersion(c.pgdata)
-	if c.binDir, err = findBinDir(dataVersion); err != nil {
+	if c.primary != nil && dataVersion == "" {
+		c.binDir = c.primary.binDir // a copy runs on the primary's version
+	} else if c.binDir, err = findBinDir(dataVersion); err != nil {
 		return nil, err
 	}
 
@@ -136,7 +144,11 @@ func (c *Cluster) boot(ctx context.Context, dataVersion string) (string, error) 
 			c.pgdata, dataVersion, version, dataVersion)
 	}
 	if dataVersion == "" {
-		if err := c.initdb(ctx); err != nil {
+		create := c.initdb
+		if c.primary != nil {
+			create = c.basebackup
+		}
+		if err := create(ctx); err != nil {
 			return "", err
 		}
 	}

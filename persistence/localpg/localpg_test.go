@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -288,4 +289,69 @@ func TestServerLeftByDeadOwnerIsRestarted(t *testing.T) {
 	} else if !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
 		t.Errorf("error %q does not name the owner pid %d", err, os.Getpid())
 	}
+}
+
+// A standby copied from a primary with synchronous replication holds every commit the primary
+// acknowledged: after the primary is killed and the standby promoted, the rows are there and
+// the standby takes writes, which it refused while it was one.
+func TestStandbyPromotedAfterKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	primary, err := Start(ctx, Options{DataDir: tempDataDir(t), Logger: testLogger(t),
+		Settings: map[string]string{"synchronous_standby_names": "'*'", "synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatalf("Start primary: %v", err)
+	}
+	t.Cleanup(func() { primary.Stop() })
+	standby, err := Start(ctx, Options{DataDir: tempDataDir(t), Logger: testLogger(t), Standby: primary})
+	if err != nil {
+		t.Fatalf("Start standby: %v", err)
+	}
+	t.Cleanup(func() { standby.Stop() })
+
+	// Each commit waits for the standby to have it on disk.
+	pc := connect(t, ctx, primary)
+	if _, err := pc.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept SELECT generate_series(1, 100)"); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	if err := pc.QueryRow(ctx, "SELECT sync_state FROM pg_stat_replication").Scan(&state); err != nil || state != "sync" {
+		t.Fatalf("replication state %q, %v; want one synchronous standby", state, err)
+	}
+	sc := connect(t, ctx, standby)
+	if _, err := sc.Exec(ctx, "INSERT INTO kept VALUES (0)"); err == nil || !strings.Contains(err.Error(), "25006") {
+		t.Fatalf("a write on the standby: %v, want SQLSTATE 25006", err)
+	}
+	sc.Close(ctx)
+
+	pid, err := os.ReadFile(filepath.Join(primary.pgdata, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if st, ok := procStat(atoi(t, strings.SplitN(string(pid), "\n", 2)[0])); ok && st.state != 'Z' {
+		t.Fatalf("the postmaster is still there after Kill: state %c", st.state)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatalf("Promote: %v", err)
+	}
+	sc = connect(t, ctx, standby)
+	var n int
+	if err := sc.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 100 {
+		t.Fatalf("rows on the promoted standby: %d, %v; want 100", n, err)
+	}
+	if _, err := sc.Exec(ctx, "INSERT INTO kept VALUES (101)"); err != nil {
+		t.Fatalf("a write on the promoted standby: %v", err)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -79,6 +79,16 @@ type waiter struct {
 	running bool
 	parked  bool // has waited at least once: counted in the parked gauges
 	blocked bool // its namespace pop is running on another queue, which pokes this actor when done
+	// dispatch numbers a wildcard pop's database run, so that the ring position of a pop
+	// that was overtaken does not replace a newer one (see ring).
+	dispatch uint64
+}
+
+// ring is where a consumer group's wildcard pops of the queue stand in the round of its
+// partitions on this broker: each pop starts from the position the last one started returned.
+type ring struct {
+	pos     persistence.RingPosition
+	applied uint64 // the dispatch number of the pop that returned pos
 }
 
 type queueActor struct {
@@ -87,8 +97,10 @@ type queueActor struct {
 	wide     *brokerWide
 	waiters  []*waiter // FIFO: older waiters are served first
 	rechecks map[recheckKey]*recheck
-	inflight int // pushes and pops whose database work has not come back
-	received int // requests the router forwarded, for the passivation handshake
+	rings    map[string]*ring // by consumer group
+	runs     uint64           // wildcard pops run, for waiter.dispatch
+	inflight int              // pushes and pops whose database work has not come back
+	received int              // requests the router forwarded, for the passivation handshake
 	timer    *time.Timer
 	draining bool
 	// pushes waiting on PostgreSQL, with the timer that spools them if it does not answer
@@ -117,6 +129,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		a.pushes = map[*PushRequest]*time.Timer{}
 		a.rechecks = map[recheckKey]*recheck{}
+		a.rings = map[string]*ring{}
 	case *PushRequest:
 		a.received++
 		a.push(ctx, m)
@@ -369,6 +382,13 @@ func (a *queueActor) run(ctx actor.Context, w *waiter) {
 	a.wide.queries.Inc()
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	store, timeout, pop := a.deps.Store, a.deps.QueryTimeout, w.req.Pop
+	if pop.Partition == "" {
+		a.runs++
+		w.dispatch = a.runs
+		if r := a.rings[pop.Group]; r != nil {
+			pop.Resume = r.pos
+		}
+	}
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -386,6 +406,9 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 	}
 	if o := w.req.OneOf; o != nil {
 		o.end(delivered || m.err != nil)
+	}
+	if m.err == nil && w.req.Pop.Partition == "" {
+		a.advance(w, m.result.Resume)
 	}
 	now := time.Now()
 	switch {
@@ -416,6 +439,19 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 		return
 	}
 	a.schedule(ctx)
+}
+
+// advance records the ring position a wildcard pop returned, unless a pop that started after
+// it has returned one already: that pop went round from further on, past what w claimed.
+func (a *queueActor) advance(w *waiter, pos persistence.RingPosition) {
+	r := a.rings[w.req.Pop.Group]
+	if r == nil {
+		r = &ring{}
+		a.rings[w.req.Pop.Group] = r
+	}
+	if w.dispatch > r.applied {
+		r.pos, r.applied = pos, w.dispatch
+	}
 }
 
 // empty records that w's key found nothing: all its waiters share the next re-check, on the

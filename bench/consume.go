@@ -162,9 +162,11 @@ type prefilled struct {
 }
 
 // prefill creates a fresh queue named after prefix and pushes messages to it over partitions
-// (untimed, with a progress line), with large batches from a few producers.
+// (untimed, with a progress line), with large batches from a few producers. The pushes go to
+// the partitions in turn, each of at most an equal share, so every partition gets a backlog.
 func prefill(ctx context.Context, label string, c *client, prefix string, partitions, size int, messages int64, errs *errorCounts) (*prefilled, error) {
-	const producers, batch = 4, 1000
+	const producers = 4
+	batch := min(1000, max(1, (messages+int64(partitions)-1)/int64(partitions)))
 	queue, parts := freshQueue(prefix), partitionNames(partitions)
 	led := newLedger(producers)
 	started := time.Now()
@@ -179,12 +181,12 @@ func prefill(ctx context.Context, label string, c *client, prefix string, partit
 		go func() {
 			defer wg.Done()
 			p := newProducer(i, c, queue, parts, size, led, errs)
-			for n := 0; ctx.Err() == nil && errs.total() == 0; n++ {
+			for ctx.Err() == nil && errs.total() == 0 {
 				k := next.Add(batch)
 				if k-batch >= messages {
 					return
 				}
-				p.push((i+n)%len(parts), int(min(batch, messages-(k-batch))))
+				p.push(int((k/batch-1)%int64(len(parts))), int(min(batch, messages-(k-batch))))
 			}
 		}()
 	}
@@ -201,7 +203,7 @@ func prefill(ctx context.Context, label string, c *client, prefix string, partit
 // the warmup). It reports whether they did.
 func (r *Result) notePrefill(w *window, src *prefilled, duration time.Duration) bool {
 	expect, fillTime := src.expect, src.fillTime
-	r.note("pre-filled %s messages in %.1f s (%s msg/s, pushes of 1000 from 4 connections, untimed)",
+	r.note("pre-filled %s messages in %.1f s (%s msg/s, pushes of up to 1000 from 4 connections, untimed)",
 		count(expect), fillTime, fmtRate(float64(expect)/fillTime))
 	if !w.endedEarly() {
 		return false

@@ -25,6 +25,9 @@ type PopRequest struct {
 	// that sets it records it for the group, and later pops follow the recorded value.
 	SubscribeFrom *time.Time
 	SubscribeNow  bool // start at "now" (subscriptionMode=new or subscriptionFrom=now)
+	// Resume is where a wildcard pop starts its search: the Resume of the group's previous
+	// wildcard pop of the queue (see RingPosition).
+	Resume RingPosition
 }
 
 // PopOutcome says why a pop delivered nothing; PopOK when it claimed partitions.
@@ -63,6 +66,7 @@ type PopResult struct {
 	Outcome    PopOutcome
 	Partitions []Partition // claimed partitions, in claim order
 	Messages   []Message
+	Resume     RingPosition // where the group's next wildcard pop of the queue starts
 }
 
 // Pop claims partitions for the group and reads their next messages, in one transaction of
@@ -98,30 +102,53 @@ type popTx struct {
 	conn  *pgx.Conn
 	after *pgx.Batch
 	queue string // the stored name of the popped queue
+	begun bool
+	setup string // a statement that BEGIN brings along, when not ""
 }
 
-// first runs the transaction's first query with BEGIN in the same round trip.
-func (p *popTx) first(ctx context.Context, sql string, args ...any) (pgx.Rows, pgx.BatchResults, error) {
+// query runs a statement of the transaction; the first one travels with BEGIN (and p.setup) in
+// the same round trip. The rows must be closed before the next statement.
+func (p *popTx) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if p.begun {
+		return p.conn.Query(ctx, sql, args...)
+	}
+	p.begun = true
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	if p.setup != "" {
+		b.Queue(p.setup)
+	}
 	b.Queue(sql, args...)
 	br := p.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, nil, err
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
 		br.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return rows, br, nil
+	return batchRows{rows, br}, nil
+}
+
+// batchRows are the rows of a batch's last statement: closing them ends the batch. An error
+// of the statement is the rows' error, as for a query of its own.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.Rows.Close()
+	r.br.Close()
 }
 
 type popCandidate struct {
 	id        uuid.UUID
 	name      string
-	lastSeq   int64
 	leaseTime int
 	delay     int
 	hasRow    bool
@@ -131,8 +158,8 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 	var c popCandidate
 	var windowActive, leased bool
 	// last_message_at is NULL on a partition that never received a message (configure's Default).
-	rows, br, err := p.first(ctx, `
-		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL,
+	rows, err := p.query(ctx, `
+		SELECT p.id, p.name, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL,
 		       COALESCE(q.window_buffer > 0 AND p.last_message_at > now() - make_interval(secs => q.window_buffer), false),
 		       COALESCE(pc.lease_expires_at > now(), false)
 		FROM queen.queues q
@@ -144,11 +171,11 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 	}
 	found := rows.Next()
 	if found {
-		err = rows.Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow, &windowActive, &leased)
+		err = rows.Scan(&c.id, &c.name, &c.leaseTime, &c.delay, &c.hasRow, &windowActive, &leased)
 	}
 	rows.Close()
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = rows.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("cannot find partition %s/%s: %w", r.Queue, r.Partition, err)
@@ -171,51 +198,6 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 	}
 	if !claimed {
 		res.Outcome = PopLeaseHeld
-	}
-	return nil
-}
-
-func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error {
-	// Least recently claimed first, so every partition with data gets its turn. The limit
-	// leaves room for the candidates that concurrent pops are claiming at this instant.
-	rows, br, err := p.first(ctx, `
-		SELECT p.id, p.name, p.last_seq, q.lease_time, q.delayed_processing, pc.partition_id IS NOT NULL
-		FROM queen.queues q
-		JOIN queen.partitions p ON p.queue_id = q.id
-		LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = $2
-		WHERE q.name = $1
-		  AND p.last_seq > COALESCE(pc.cursor_seq, 0)
-		  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
-		  AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
-		ORDER BY pc.lease_acquired_at NULLS FIRST, p.id
-		LIMIT $3`, p.queue, r.Group, 64+4*r.Partitions)
-	if err != nil {
-		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
-	}
-	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (popCandidate, error) {
-		var c popCandidate
-		err := row.Scan(&c.id, &c.name, &c.lastSeq, &c.leaseTime, &c.delay, &c.hasRow)
-		return c, err
-	})
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("cannot list partitions of %s: %w", r.Queue, err)
-	}
-	budget := r.Batch
-	for _, c := range cands {
-		if budget <= 0 || len(res.Partitions) >= r.Partitions {
-			break
-		}
-		before := len(res.Messages)
-		if _, err := p.claimAndRead(ctx, r, c, budget, true, res); err != nil {
-			return err
-		}
-		budget -= len(res.Messages) - before
-	}
-	if len(res.Partitions) == 0 {
-		res.Outcome = PopNoPartition
 	}
 	return nil
 }

@@ -1,0 +1,11 @@
+package persistence
+
+import "github.com/google/uuid"
+
+// RingStep returns the settings of a wildcard pop's transaction, and the statement and
+// arguments of the first step of its search when it resumes after partition after, for the
+// test of its plan.
+func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, want int) (settings, sql string, args []any) {
+	w := newRingWalk(RingPosition{Queue: queueID, Partition: after, Claimed: true})
+	return ringPlan, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
+}

@@ -1,0 +1,259 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// RingPosition is where a consumer group's wildcard pops of a queue stand in the round of the
+// queue's partitions, taken in name order: the next pop searches from the partition after
+// Partition, round to the first and back to Partition. Every partition with data is thus
+// claimed once per round, whatever the number of partitions, and a pop reads only the
+// partitions between the position and what it claims instead of all of them.
+//
+// A broker keeps one position per queue and group in memory (the queue actor) and hands each
+// pop the one the previous pop returned; the zero value starts at the first partition.
+type RingPosition struct {
+	// Queue is the queue's id, uuid.Nil until a pop has looked it up. The search needs it as
+	// a constant: given only the queue's name, PostgreSQL guesses the queue's size from the
+	// average over all queues and sorts every partition of a large queue instead of walking
+	// its index.
+	Queue     uuid.UUID
+	Partition string // the last partition claimed
+	Claimed   bool   // Partition is set
+}
+
+// Ring search bounds. A step reads at most a chunk of partitions; the first chunk is small, so
+// a queue where most partitions have data costs a handful of rows per pop, and each further
+// chunk of the same pop is larger, so a pop that has to go round a sparse queue needs few
+// round trips.
+const (
+	firstRingChunk = 32
+	maxRingChunk   = 4096
+)
+
+// ringPlan makes the search's plan independent of what PostgreSQL knows of the tables: it must
+// walk the (queue_id, name) index from the position and look up the group's cursor of each
+// partition read. With statistics taken when the queue was small, or none yet, PostgreSQL
+// estimates a handful of partitions and reads and sorts all of them instead (a bitmap scan), or
+// reads the cursors of every queue and group for a hash join. Every other statement of a pop
+// reads by primary key, so the settings hold for its whole transaction.
+const ringPlan = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+
+// ringStepSQL reads the next chunk of the ring after the walk's position, in ring order (lap 1:
+// the names after the pop's starting point; lap 2: from the first name up to it), keeps the
+// partitions with data after the group's cursor, unleased and out of their window buffer, and
+// takes the advisory lock of the first of them that no other pop is claiming, up to $9. The
+// lock is tried only on those rows, in ring order, after the sort: a lock taken further would
+// make concurrent pops skip partitions this pop does not claim.
+//
+// The candidates come first (id not NULL; n is last_seq); then one row (id NULL) with the
+// queue's settings, the last partition of the chunk and, in n, how many partitions the chunk
+// read. No such row means that no queue has this id and name.
+const ringStepSQL = `
+WITH q AS MATERIALIZED (
+	SELECT lease_time, delayed_processing, window_buffer FROM queen.queues WHERE id = $1 AND name = $2),
+ring AS MATERIALIZED (
+	SELECT * FROM (
+		(SELECT p.id, p.name, p.last_seq, p.last_message_at, 1 AS lap FROM queen.partitions p
+		WHERE $3 AND p.queue_id = $1 AND ($4::text IS NULL OR p.name > $4)
+		ORDER BY p.name LIMIT $7)
+		UNION ALL
+		(SELECT p.id, p.name, p.last_seq, p.last_message_at, 2 FROM queen.partitions p
+		WHERE $6::text IS NOT NULL AND p.queue_id = $1 AND ($5::text IS NULL OR p.name > $5) AND p.name <= $6
+		ORDER BY p.name LIMIT $7)) r
+	ORDER BY lap, name LIMIT $7),
+cand AS MATERIALIZED (
+	SELECT r.id, r.name, r.lap, r.last_seq, pc.partition_id IS NOT NULL AS has_row
+	FROM ring r CROSS JOIN q
+	LEFT JOIN queen.partition_consumers pc ON pc.partition_id = r.id AND pc.consumer_group = $8
+	WHERE r.last_seq > COALESCE(pc.cursor_seq, 0)
+	  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+	  AND (q.window_buffer = 0 OR r.last_message_at <= now() - make_interval(secs => q.window_buffer))
+	ORDER BY r.lap, r.name)
+(SELECT id, name, lap, last_seq AS n, has_row, NULL::int AS lease_time, NULL::int AS delay FROM cand
+	WHERE pg_try_advisory_xact_lock(hashtextextended(id::text || '/' || $8, 0)) LIMIT $9)
+UNION ALL
+SELECT NULL, e.name, e.lap, (SELECT count(*) FROM ring), NULL, q.lease_time, q.delayed_processing
+FROM q LEFT JOIN LATERAL (SELECT name, lap FROM ring ORDER BY lap DESC, name DESC LIMIT 1) e ON true`
+
+// ringWalk is one pop's way round the ring: lap 1 from after its starting point to the last
+// name, then lap 2 from the first name up to the starting point. from is where the next step
+// starts within the current lap (exclusive; nil: the lap's beginning).
+type ringWalk struct {
+	start *string // nil: the walk is one lap over every partition
+	lap   int
+	from  *string
+}
+
+func newRingWalk(pos RingPosition) *ringWalk {
+	w := &ringWalk{lap: 1}
+	if pos.Claimed {
+		w.start, w.from = &pos.Partition, &pos.Partition
+	}
+	return w
+}
+
+// ringMark is a partition's place in a walk.
+type ringMark struct {
+	lap  int
+	name string
+}
+
+// moveTo records that the walk has read up to m.
+func (w *ringWalk) moveTo(m ringMark) {
+	w.lap, w.from = m.lap, &m.name
+}
+
+// ringStepArgs are ringStepSQL's arguments for the walk's next chunk of queue (its stored
+// name and id), for group, locking at most want partitions.
+func ringStepArgs(id uuid.UUID, queue, group string, w *ringWalk, chunk, want int) []any {
+	var lap1From, lap2From *string
+	if w.lap == 1 {
+		lap1From = w.from
+	} else {
+		lap2From = w.from
+	}
+	return []any{id, queue, w.lap == 1, lap1From, lap2From, w.start, chunk, group, want}
+}
+
+// ringStep is what one step of the walk found.
+type ringStep struct {
+	cands      []popCandidate // locked for this pop, in ring order
+	lastCand   ringMark       // the last of cands
+	queueFound bool
+	read       int      // partitions the chunk read
+	end        ringMark // the chunk's last partition, when read > 0
+}
+
+func (p *popTx) ringStep(ctx context.Context, id uuid.UUID, group string, w *ringWalk, chunk, want int) (ringStep, error) {
+	var st ringStep
+	rows, err := p.query(ctx, ringStepSQL, ringStepArgs(id, p.queue, group, w, chunk, want)...)
+	if err != nil {
+		return st, err
+	}
+	var leaseTime, delay int
+	for rows.Next() {
+		var (
+			c       popCandidate
+			cid     *uuid.UUID
+			name    *string
+			lap     *int
+			n       int64
+			hasRow  *bool
+			lt, dly *int
+		)
+		if err := rows.Scan(&cid, &name, &lap, &n, &hasRow, &lt, &dly); err != nil {
+			rows.Close()
+			return st, err
+		}
+		if cid == nil { // the chunk's summary
+			st.queueFound, st.read, leaseTime, delay = true, int(n), *lt, *dly
+			if name != nil {
+				st.end = ringMark{*lap, *name}
+			}
+			continue
+		}
+		c.id, c.name, c.hasRow = *cid, *name, *hasRow
+		st.cands = append(st.cands, c)
+		st.lastCand = ringMark{*lap, *name}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	for i := range st.cands {
+		st.cands[i].leaseTime, st.cands[i].delay = leaseTime, delay
+	}
+	return st, nil
+}
+
+// errQueueMoved says that the queue id of a ring position no longer names the queue (it was
+// deleted, and maybe created again): the pop looks the queue up again.
+var errQueueMoved = errors.New("the queue of the ring position is gone")
+
+// popAny claims up to r.Partitions partitions with data, going round the ring from r.Resume,
+// and reads up to r.Batch messages from them. It tries at most 64+4×Partitions partitions: a
+// claim can come back empty (delayed processing, a subscription that starts after the
+// partition's messages) or lose to a pop that committed its lease after this search read the
+// partition, and the search then goes on after it.
+func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error {
+	p.setup = ringPlan
+	err := p.searchRing(ctx, r, r.Resume, res)
+	if errors.Is(err, errQueueMoved) {
+		err = p.searchRing(ctx, r, RingPosition{}, res)
+	}
+	if err != nil {
+		return err
+	}
+	if len(res.Partitions) == 0 {
+		res.Outcome = PopNoPartition
+	}
+	return nil
+}
+
+func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, res *PopResult) error {
+	if pos.Queue == uuid.Nil {
+		rows, err := p.query(ctx, `SELECT id FROM queen.queues WHERE name = $1`, p.queue)
+		if err != nil {
+			return fmt.Errorf("cannot find queue %s: %w", r.Queue, err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return fmt.Errorf("cannot find queue %s: %w", r.Queue, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		pos = RingPosition{Queue: ids[0]}
+	}
+	res.Resume = pos
+	w := newRingWalk(pos)
+	budget, tries := r.Batch, 64+4*r.Partitions
+	for chunk := firstRingChunk; ; chunk = min(4*chunk, maxRingChunk) {
+		want := min(r.Partitions-len(res.Partitions), tries)
+		if want <= 0 {
+			return nil
+		}
+		st, err := p.ringStep(ctx, pos.Queue, r.Group, w, chunk, want)
+		if err != nil {
+			return fmt.Errorf("cannot search the partitions of %s: %w", r.Queue, err)
+		}
+		if !st.queueFound {
+			if pos != r.Resume || len(res.Partitions) > 0 {
+				return nil // looked up just now, or deleted since the first step: no queue
+			}
+			return errQueueMoved
+		}
+		for _, c := range st.cands {
+			tries--
+			before := len(res.Messages)
+			claimed, err := p.claimAndRead(ctx, r, c, budget, true, res)
+			if err != nil {
+				return err
+			}
+			if claimed {
+				res.Resume = RingPosition{Queue: pos.Queue, Partition: c.name, Claimed: true}
+			}
+			budget -= len(res.Messages) - before
+			if budget <= 0 || len(res.Partitions) >= r.Partitions {
+				return nil
+			}
+		}
+		switch {
+		case tries <= 0:
+			return nil
+		case len(st.cands) == want:
+			// The lock limit stopped the step: what follows the last candidate is unread.
+			w.moveTo(st.lastCand)
+		case st.read < chunk:
+			return nil // round the whole ring
+		default:
+			w.moveTo(st.end)
+		}
+	}
+}

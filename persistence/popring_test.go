@@ -1,0 +1,257 @@
+package persistence_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"queen/persistence"
+)
+
+// fillPartitions pushes perPartition messages to each of n partitions of queue, message k of
+// partition i with transactionId "pI/k" (k from 1).
+func (e *storeEnv) fillPartitions(queue string, n, perPartition int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("p%04d", i)
+	}
+	for k := 1; k <= perPartition; k++ {
+		var batch []persistence.PushItem
+		for _, name := range names {
+			batch = append(batch, items(queue, name, "fill", fmt.Sprintf("%s/%d", name, k))...)
+		}
+		e.push(batch...)
+	}
+	return names
+}
+
+// popper pops a queue the way one broker does: each wildcard pop starts where the previous
+// one returned (the queue actor keeps that position).
+type popper struct {
+	e      *storeEnv
+	mu     sync.Mutex
+	resume persistence.RingPosition
+}
+
+func (p *popper) pop(r persistence.PopRequest) (persistence.PopResult, string) {
+	p.mu.Lock()
+	r.Resume = p.resume
+	p.mu.Unlock()
+	res, lease := p.e.pop(r)
+	p.mu.Lock()
+	p.resume = res.Resume
+	p.mu.Unlock()
+	return res, lease
+}
+
+// Wildcard pops of one message go round every partition with data before any partition gets a
+// second turn, at 2000 partitions: each round delivers the next message of every partition,
+// once. In queue mode a partition delivered and not yet acknowledged is skipped, so the pop
+// after a round of unacknowledged deliveries finds nothing; with autoAck the rounds follow
+// each other.
+func TestPopGoesRoundEveryPartition(t *testing.T) {
+	const partitions, perPartition = 2000, 2
+	for _, autoAck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("autoAck %v", autoAck), func(t *testing.T) {
+			e := newStoreEnv(t)
+			names := e.fillPartitions("q", partitions, perPartition)
+			group := persistence.QueueMode
+			if autoAck {
+				group = "g"
+			}
+			p := &popper{e: e}
+			for round := 1; round <= perPartition; round++ {
+				var got []string
+				var acks []persistence.AckItem
+				for range partitions {
+					res, lease := p.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: group, Batch: 1, AutoAck: autoAck})
+					if len(res.Messages) != 1 {
+						t.Fatalf("round %d, pop %d: %q with %d messages", round, len(got)+1, res.Outcome, len(res.Messages))
+					}
+					m := res.Messages[0]
+					if want := fmt.Sprintf("%s/%d", m.Partition.Name, round); m.TransactionID != want {
+						t.Fatalf("round %d delivered %s, want %s: a partition got a second turn, or its order broke", round, m.TransactionID, want)
+					}
+					got = append(got, m.Partition.Name)
+					if !autoAck {
+						acks = append(acks, ackOf(m, group, lease, persistence.AckCompleted))
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, names) {
+					t.Fatalf("round %d did not deliver every partition once", round)
+				}
+				if !autoAck {
+					if res, _ := p.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1}); res.Outcome != persistence.PopNoPartition {
+						t.Fatalf("with every partition leased, a pop answered %q with %d messages", res.Outcome, len(res.Messages))
+					}
+					for _, r := range e.ack(acks...) {
+						if !r.Success {
+							t.Fatalf("ack: %+v", r)
+						}
+					}
+				}
+			}
+			if res, _ := p.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: group, Batch: 1, AutoAck: autoAck}); res.Outcome != persistence.PopNoPartition {
+				t.Errorf("after every message, a pop answered %q with %d messages", res.Outcome, len(res.Messages))
+			}
+		})
+	}
+}
+
+// Concurrent consumers sharing one position, as a broker's consumers of a queue do, each pop
+// claiming up to 3 partitions: every message is delivered once, in order within its
+// partition, and no two pops hold a partition at the same time (an ack under a lease another
+// pop took over would fail).
+func TestConcurrentPopsAtManyPartitions(t *testing.T) {
+	const partitions, perPartition, consumers = 300, 4, 8
+	e := newStoreEnv(t)
+	e.fillPartitions("q", partitions, perPartition)
+	p := &popper{e: e}
+	var mu sync.Mutex
+	delivered := map[string][]string{} // by partition, in delivery order
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Go(func() {
+			for {
+				res, lease := p.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 5, Partitions: 3})
+				if res.Outcome == persistence.PopNoPartition {
+					return
+				}
+				var acks []persistence.AckItem
+				mu.Lock()
+				for _, m := range res.Messages {
+					delivered[m.Partition.Name] = append(delivered[m.Partition.Name], m.TransactionID)
+					acks = append(acks, ackOf(m, persistence.QueueMode, lease, persistence.AckCompleted))
+				}
+				mu.Unlock()
+				res2, err := e.s.Ack(e.ctx, acks)
+				if err != nil {
+					t.Errorf("ack: %v", err)
+					return
+				}
+				for _, r := range res2 {
+					if !r.Success {
+						t.Errorf("ack: %+v", r)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(delivered) != partitions {
+		t.Fatalf("%d partitions delivered, want %d", len(delivered), partitions)
+	}
+	for name, got := range delivered {
+		var want []string
+		for k := 1; k <= perPartition; k++ {
+			want = append(want, fmt.Sprintf("%s/%d", name, k))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("partition %s delivered %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A position taken on a queue that was deleted and created again under the same name names
+// the old queue's id: the pop finds the new queue anyway.
+func TestPopResumesOnAQueueCreatedAgain(t *testing.T) {
+	e := newStoreEnv(t)
+	e.push(items("q", "p", "1", "a")...)
+	p := &popper{e: e}
+	if res, _ := p.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, AutoAck: true}); len(res.Messages) != 1 {
+		t.Fatalf("first pop: %+v", res)
+	}
+	old := p.resume
+	if old.Queue == uuid.Nil || !old.Claimed || old.Partition != "p" {
+		t.Fatalf("position after claiming p: %+v", old)
+	}
+	if _, err := e.s.DeleteQueue(e.ctx, persistence.QueueName{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	e.push(items("q", "p", "2", "b")...)
+	res, _ := p.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, AutoAck: true})
+	if !slices.Equal(txIDs(res.Messages), []string{"b"}) {
+		t.Fatalf("pop with the old queue's position delivered %v (%q), want [b]", txIDs(res.Messages), res.Outcome)
+	}
+	if p.resume.Queue == old.Queue {
+		t.Errorf("the position still names the deleted queue %s", old.Queue)
+	}
+}
+
+// A step of the search reads one chunk of the queue's partitions in name order, not the
+// queue: PostgreSQL must walk the (queue_id, name) index from the position and look up the
+// group's cursor of the partitions read, whatever it knows of the table, with statistics and
+// without (a queue that has just grown). Counted on 2000 partitions, every one with data,
+// with the settings of the broker's connections.
+func TestPopSearchReadsAChunk(t *testing.T) {
+	const partitions, chunk = 2000, 32
+	e := newStoreEnv(t)
+	e.fillPartitions("q", partitions, 1)
+	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1})
+	queueID := res.Resume.Queue
+	// Every partition read before by queue mode and two groups: the cursors outnumber the
+	// partitions, as they do in a broker that has run a while.
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+		SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g
+		ON CONFLICT DO NOTHING`)
+	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), persistence.PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			e.exec(`ANALYZE queen.partitions`)
+			e.exec(`ANALYZE queen.partition_consumers`)
+		}
+		settings, sql, args := persistence.RingStep(queueID, persistence.QueueName{Name: "q"}, persistence.QueueMode, "p1000", chunk, 1)
+		read := explainReads(t, e, s, settings, sql, args)
+		if read["partitions"] > 2*chunk || read["partition_consumers"] > chunk {
+			t.Errorf("analyzed %v: a step read %d partitions and %d cursors; want at most %d and %d",
+				analyzed, read["partitions"], read["partition_consumers"], 2*chunk, chunk)
+		}
+	}
+}
+
+// explainReads runs settings, then sql under EXPLAIN ANALYZE, in a transaction it rolls back, and returns the
+// rows each table's scans returned, over all their loops.
+func explainReads(t *testing.T, e *storeEnv, s *persistence.Store, settings, sql string, args []any) map[string]int {
+	t.Helper()
+	tx, err := s.Pool().Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(e.ctx)
+	if _, err := tx.Exec(e.ctx, settings); err != nil {
+		t.Fatal(err)
+	}
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]int{}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Relation != "" {
+			read[n.Relation] += int(n.Rows * n.Loops)
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(plan[0].Plan)
+	return read
+}
+
+type planNode struct {
+	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Loops    float64    `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
+}

@@ -343,7 +343,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		}
 	} else {
 		fmt.Println("starting the broker (go build ./cmd/queen, local PostgreSQL)...")
-		bp, err := startBroker(ctx, o.env, o.scenario == "outage")
+		bp, err := startBrokers(ctx, o.env, o.scenario == "outage", 1)
 		if err != nil {
 			return nil, err
 		}

@@ -10,7 +10,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"encoding/xml"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -20,11 +22,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"queen/config"
 	"queen/persistence/pgtest"
+	"queen/server"
 	"queen/server/servertest"
 )
 
@@ -167,6 +171,176 @@ func TestScrapeSmoke(t *testing.T) {
 	requireVerified(t, r, err)
 	if r.Latency.N != 5 {
 		t.Fatalf("scrape: %d scrapes measured, want 5", r.Latency.N)
+	}
+}
+
+// TestScaleSmoke runs the scale scenario's partitions dimension at 10 and 100 partitions on
+// in-process brokers, a fresh database per point: both points must verify with every
+// operation measured, and the chart must be an SVG document.
+func TestScaleSmoke(t *testing.T) {
+	cfg := ScaleConfig{Dims: []string{"partitions"}, Values: []int{10, 100}, Batch: 20, Size: 128, Conns: 2, Consumers: 2,
+		Duration: time.Second, AckRate: 2000, AutoRate: 3000,
+		Start: func(ctx context.Context, n int) ([]*Target, func() error, error) {
+			db := pgtest.NewDatabase(t)
+			var ts []*Target
+			for range n {
+				tg := &Target{URL: servertest.Start(t, db).Base, PGConn: db}
+				if err := tg.probe(); err != nil {
+					return nil, nil, err
+				}
+				ts = append(ts, tg)
+			}
+			return ts, func() error { return nil }, nil
+		}}
+	results := runScale(ctx(t), cfg)
+	ops := map[string]int{}
+	for _, r := range results {
+		requireVerified(t, r, nil)
+		if r.Scale == nil || r.Scale.Prefilled == 0 {
+			t.Fatalf("%s: no scale figures or nothing pre-filled: %+v", r.Label, r.Scale)
+		}
+		ops[r.Scale.Operation]++
+	}
+	if len(results) != 6 || ops[opPush] != 2 || ops[opPopAck] != 2 || ops[opAutoAck] != 2 {
+		t.Fatalf("%d results %v; want push, pop+ack and autoAck at each of the 2 points", len(results), ops)
+	}
+	dir := t.TempDir()
+	files, err := writeScaleCharts(dir, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 {
+		t.Fatalf("charts %v, want one for the partitions dimension", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName xml.Name
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil || doc.XMLName.Local != "svg" {
+		t.Fatalf("%s is not an SVG document (root %q): %v", files[0], doc.XMLName.Local, err)
+	}
+	for _, op := range scaleOps {
+		if !strings.Contains(string(b), op) {
+			t.Fatalf("the chart has no legend entry %q", op)
+		}
+	}
+}
+
+// restartRig is an in-process broker on a fixed address and the bench's own PostgreSQL
+// behind it, both restartable, for the soak.
+type restartRig struct {
+	t    *testing.T
+	addr string
+	pg   *benchPG
+	cfg  config.Config
+	mu   sync.Mutex
+	b    *server.Broker
+}
+
+func (r *restartRig) start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		return err
+	}
+	b, err := server.Start(ctx, r.cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		server.Options{ConnString: r.pg.conn, Listener: ln})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	r.mu.Lock()
+	r.b, r.addr = b, b.Addr()
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *restartRig) stop() error {
+	r.mu.Lock()
+	b := r.b
+	r.b = nil
+	r.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return b.Shutdown(ctx)
+}
+
+func (r *restartRig) restartBroker(ctx context.Context) error {
+	if err := r.stop(); err != nil {
+		return err
+	}
+	return r.start(ctx)
+}
+
+func (r *restartRig) restartPG(ctx context.Context) error {
+	if err := r.pg.stop(); err != nil {
+		return err
+	}
+	return r.pg.start(ctx)
+}
+
+func (r *restartRig) brokerPID() int { return 0 }
+
+// TestSoakSmoke soaks an in-process broker for 20 s with a PostgreSQL restart and a broker
+// restart: the keeping-up consumers must have received every stored message exactly once, in
+// order, with no failed request outside the faults, and every interval must be reported.
+func TestSoakSmoke(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "queen-bench-soak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // the server's own user enters it when we are root
+		t.Fatal(err)
+	}
+	pg, err := startPG(ctx(t), filepath.Join(dir, "pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pg.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SpoolDir, cfg.SpoolFlush = filepath.Join(dir, "spool"), 20*time.Millisecond
+	rig := &restartRig{t: t, addr: "127.0.0.1:0", pg: pg, cfg: cfg}
+	if err := rig.start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rig.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	tg := &Target{URL: "http://" + rig.addr, PGConn: pg.conn, PG: pg}
+	if err := tg.probe(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunSoak(ctx(t), tg, rig, SoakConfig{Duration: 20 * time.Second, Every: 5 * time.Second, FaultEvery: 8 * time.Second,
+		Faults: []string{"pg", "broker"}, Rate: 500, LagRate: 200, Batch: 10, Size: 128, Partitions: 3, Conns: 2, Consumers: 2})
+	requireVerified(t, r, err)
+	s := r.Soak
+	if len(s.Intervals) != 4 || len(s.Faults) != 2 || s.Faults[0].Kind != "pg" || s.Faults[1].Kind != "broker" {
+		t.Fatalf("soak: %d intervals, faults %+v; want 4 intervals, a pg then a broker restart", len(s.Intervals), s.Faults)
+	}
+	if s.GroupReceived == 0 || s.GroupReceived >= s.Pushed {
+		t.Fatalf("soak: the lagging group received %d of %d: want some, and fewer than all", s.GroupReceived, s.Pushed)
+	}
+	tables := map[string]bool{}
+	for _, ts := range s.Tables {
+		tables[ts.Name] = ts.Total > 0
+	}
+	if !tables["queen.messages"] {
+		t.Fatalf("soak: no size for queen.messages among %+v", s.Tables)
 	}
 }
 

@@ -228,6 +228,9 @@ type popParams struct {
 	wait    bool
 	timeout time.Duration
 	autoAck bool
+	// partitions is how many partitions one pop may claim (the broker's partitions parameter);
+	// 0 leaves it to the broker (one).
+	partitions int
 }
 
 func (p popParams) path() string {
@@ -239,6 +242,9 @@ func (p popParams) path() string {
 	}
 	if p.autoAck {
 		q += "&autoAck=true"
+	}
+	if p.partitions > 0 {
+		q += "&partitions=" + strconv.Itoa(p.partitions)
 	}
 	if p.group != "" {
 		q += "&consumerGroup=" + url.QueryEscape(p.group)

@@ -55,10 +55,11 @@ func displayGroup(g string) string {
 	return "group " + g
 }
 
-// consumer pops and acks for one group.
+// consumer pops and acks for one group, from one queue or rotating over several.
 type consumer struct {
 	conn    *conn
-	path    string
+	paths   []string // one pop path per queue
+	next    int
 	group   string
 	autoAck bool
 	log     *groupLog
@@ -66,17 +67,35 @@ type consumer struct {
 	ackBuf  []byte
 }
 
-func newConsumer(c *client, queue, group string, batch int, autoAck bool, g *groupLog, errs *errorCounts) *consumer {
-	// timeout=1000: the pop; a long-poll that finds nothing costs a request per second.
-	p := popParams{queue: queue, group: group, batch: batch, wait: true, timeout: time.Second, autoAck: autoAck}
-	return &consumer{conn: c.conn(), path: p.path(), group: group, autoAck: autoAck, log: g, errs: errs}
+// readers is where consumers pop: consumer i talks to broker clients[i%len(clients)] and rotates
+// over queues, starting at its own; partitions is the pop's partitions parameter (0: omitted).
+type readers struct {
+	clients    []*client
+	queues     []string
+	partitions int
+}
+
+func oneQueue(c *client, queue string) readers {
+	return readers{clients: []*client{c}, queues: []string{queue}}
+}
+
+func newConsumer(r readers, slot int, group string, batch int, autoAck bool, g *groupLog, errs *errorCounts) *consumer {
+	cn := &consumer{conn: r.clients[slot%len(r.clients)].conn(), next: slot, group: group, autoAck: autoAck, log: g, errs: errs}
+	for _, q := range r.queues {
+		// timeout=1000: the pop; a long-poll that finds nothing costs a request per second.
+		p := popParams{queue: q, group: group, batch: batch, wait: true, timeout: time.Second, autoAck: autoAck, partitions: r.partitions}
+		cn.paths = append(cn.paths, p.path())
+	}
+	return cn
 }
 
 // cycle is one pop and, unless autoAck, one ack of what it brought. It returns the messages
 // received, the HTTP requests sent, and the group's count after recording them.
 func (c *consumer) cycle() (n, reqs int, total int64) {
 	sent := now()
-	msgs, err := c.conn.pop(c.path)
+	path := c.paths[c.next%len(c.paths)]
+	c.next++
+	msgs, err := c.conn.pop(path)
 	if err != nil {
 		c.errs.note(err)
 		time.Sleep(50 * time.Millisecond) // no hot loop against a failing broker
@@ -112,7 +131,7 @@ type consumeStats struct {
 // group has received expect messages (which ends the window early). With expect > 0 the warmup
 // also ends once a tenth of the messages are delivered, so a fast broker is not measured on
 // the last few messages only. Latency is per cycle that brought messages: pop plus ack.
-func runConsumers(c *client, queue string, groups []*groupLog, consumers, batch int, autoAck bool, expect int64, w *window, errs *errorCounts) *consumeStats {
+func runConsumers(r readers, groups []*groupLog, consumers, batch int, autoAck bool, expect int64, w *window, errs *errorCounts) *consumeStats {
 	st := &consumeStats{lats: make([]latencies, len(groups)*consumers)}
 	var groupsDone, delivered atomic.Int64
 	warm := expect * int64(len(groups)) / 10
@@ -122,7 +141,7 @@ func runConsumers(c *client, queue string, groups []*groupLog, consumers, batch 
 			wg.Add(1)
 			go func(slot int) {
 				defer wg.Done()
-				cn := newConsumer(c, queue, g.group, batch, autoAck, g, errs)
+				cn := newConsumer(r, slot, g.group, batch, autoAck, g, errs)
 				for !w.over() && (expect <= 0 || g.count.Load() < expect) {
 					sent := now()
 					n, reqs, total := cn.cycle()
@@ -165,37 +184,56 @@ type prefilled struct {
 // (untimed, with a progress line), with large batches from a few producers. The pushes go to
 // the partitions in turn, each of at most an equal share, so every partition gets a backlog.
 func prefill(ctx context.Context, label string, c *client, prefix string, partitions, size int, messages int64, errs *errorCounts) (*prefilled, error) {
-	const producers = 4
-	batch := min(1000, max(1, (messages+int64(partitions)-1)/int64(partitions)))
 	queue, parts := freshQueue(prefix), partitionNames(partitions)
-	led := newLedger(producers)
+	led := newLedger(fillProducers)
+	// Each request spreads over consecutive partitions, an equal share each, so every
+	// partition gets a backlog whatever their number.
+	run := int(min(fillBatch, max(1, (messages+int64(partitions)-1)/int64(partitions))))
+	secs, err := fill(ctx, label, []*client{c}, []string{queue}, parts, size, messages, run, led, errs)
+	if err != nil {
+		return nil, err
+	}
+	return &prefilled{queue: queue, parts: parts, led: led, expect: led.expected(), fillTime: secs}, nil
+}
+
+// The pre-fill's producers (ids 0..fillProducers-1 of its ledger) and messages per request.
+const fillProducers, fillBatch = 4, 1000
+
+// fill pushes messages over parts of queues (untimed, with a progress line) from fillProducers
+// producers spread over the brokers of clients, in requests of fillBatch messages, each spread
+// over consecutive partitions with run messages per partition (fillBatch: one partition per
+// request). It returns the seconds it took.
+func fill(ctx context.Context, label string, clients []*client, queues, parts []string, size int, messages int64, run int, led *ledger, errs *errorCounts) (float64, error) {
 	started := time.Now()
 	stopProgress := startProgress(label, nil, func() string {
 		return fmt.Sprintf("pre-filling %s of %d", count(led.expected()), messages)
 	})
 	defer stopProgress()
+	run = max(1, min(run, fillBatch))
 	var next atomic.Int64 // messages claimed so far
 	var wg sync.WaitGroup
-	for i := range producers {
+	for i := range fillProducers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := newProducer(i, c, queue, parts, size, led, errs)
+			p := newProducer(i, clients[i%len(clients)], queues[0], parts, size, led, errs)
+			p.queues = queues
 			for ctx.Err() == nil && errs.total() == 0 {
-				k := next.Add(batch)
-				if k-batch >= messages {
+				k := next.Add(fillBatch)
+				if k-fillBatch >= messages {
 					return
 				}
-				p.push(int((k/batch-1)%int64(len(parts))), int(min(batch, messages-(k-batch))))
+				// Request r starts where request r-1's partitions end.
+				first := int((k/fillBatch - 1) * int64(fillBatch/run) % int64(len(parts)))
+				p.pushSpread(first, int(min(fillBatch, messages-(k-fillBatch))), run)
 			}
 		}()
 	}
 	wg.Wait()
 	if e := errs.snapshot(); errs.total() > 0 {
-		return nil, fmt.Errorf("cannot pre-fill the queue: %d errors, first: %s", errs.total(), e.First)
+		return 0, fmt.Errorf("cannot pre-fill the queue: %d errors, first: %s", errs.total(), e.First)
 	}
-	src := &prefilled{queue: queue, parts: parts, led: led, expect: led.expected(), fillTime: time.Since(started).Seconds()}
-	return src, ctx.Err()
+	return time.Since(started).Seconds(), ctx.Err()
 }
 
 // notePrefill notes the pre-fill and, when the consumers took every message before the
@@ -246,7 +284,7 @@ func RunConsume(ctx context.Context, t *Target, cfg ConsumeConfig) (*Result, err
 		}
 		return fmt.Sprintf("delivered %s of %s  errors %d", count(got), count(expect*int64(len(groups))), errs.total())
 	})
-	st := runConsumers(c, queue, groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, expect, w, &errs)
+	st := runConsumers(oneQueue(c, queue), groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, expect, w, &errs)
 	stopProgress()
 	r := newResult(name, cfg.label(), t, cfg)
 	w.finish(r)

@@ -2,7 +2,7 @@
 //
 //	go run ./bench <scenario> [flags]
 //
-// Scenarios: ceiling, push, consume, mixed, streams, wake, outage, scrape, all. Without --url it builds
+// Scenarios: ceiling, push, consume, mixed, streams, wake, outage, scrape, scale, soak, all. Without --url it builds
 // ./cmd/queen and runs it with a private PostgreSQL in a temporary directory, which also gives
 // it the broker's and PostgreSQL's CPU and memory. See usage below for the flags.
 package main
@@ -35,6 +35,14 @@ scenarios:
   outage    push while PostgreSQL is stopped for most of --duration (disk spool), reported per
             --every; then the spool's drain once it is back (needs the bench's own broker)
   scrape    time of one /metrics/prometheus scrape with --queues queues (--samples scrapes)
+  scale     push, pop+ack and autoAck pop as one dimension grows, the others at their smallest:
+            --dim partitions,queues,groups,backlog,brokers (default all), --values 10,1k,...
+            (one dimension), --duration per operation (default 10s); fresh brokers and
+            PostgreSQL per point; --charts DIR writes one SVG per dimension
+  soak      push at --rate (default 2000) + queue-mode consumers keeping up + a consumer group
+            kept behind at --lag-rate (default half), for --duration (default 30m), with a
+            restart every --fault-every (default 10m) cycling --faults (default pg,broker);
+            reported per --every, then every message checked and the table sizes read
   all       the standard set, one table
 
 front doors:
@@ -79,6 +87,12 @@ type options struct {
 	samples          int
 	rate             int
 	every            time.Duration
+	dims             []string // scale
+	values           []int    // scale
+	charts           string   // scale
+	lagRate          int      // soak
+	faultEvery       time.Duration
+	faults           []string
 
 	set        map[string]bool // flags given on the command line
 	meshTarget *Target         // --mesh, once probed
@@ -139,7 +153,13 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&o.samples, "samples", 200, "wake: samples; scrape: scrapes")
 	fs.IntVar(&o.queues, "queues", 10000, "scrape: queues created")
 	fs.IntVar(&o.rate, "rate", 0, "mixed: total push rate in msg/s (0: as fast as the broker takes it)")
-	fs.DurationVar(&o.every, "every", time.Minute, "outage: reporting interval")
+	fs.DurationVar(&o.every, "every", time.Minute, "outage, soak: reporting interval")
+	dims := fs.String("dim", "", "scale: dimensions, comma-separated (partitions, queues, groups, backlog, brokers; default all)")
+	values := fs.String("values", "", "scale: values of the one --dim, comma-separated (10,1k,100k,5M)")
+	fs.StringVar(&o.charts, "charts", "", "scale: write one SVG chart per dimension into this directory")
+	fs.IntVar(&o.lagRate, "lag-rate", 0, "soak: msg/s the lagging consumer group reads (default half of --rate)")
+	fs.DurationVar(&o.faultEvery, "fault-every", 10*time.Minute, "soak: time between restarts (0: none)")
+	faults := fs.String("faults", "pg,broker", "soak: what each restart restarts, cycled: pg, broker")
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs.Usage()
@@ -154,7 +174,7 @@ func parseArgs(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	switch o.scenario {
-	case "ceiling", "push", "consume", "mixed", "streams", "wake", "outage", "scrape", "all":
+	case "ceiling", "push", "consume", "mixed", "streams", "wake", "outage", "scrape", "scale", "soak", "all":
 	default:
 		fs.Usage()
 		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
@@ -193,6 +213,9 @@ func parseArgs(args []string) (*options, error) {
 	if o.scenario == "outage" && (o.url != "" || o.vs != "") {
 		return nil, errors.New("outage stops and starts the PostgreSQL behind the broker: it runs only on the broker the bench starts (no --url, no --vs)")
 	}
+	if err := o.parseScaleSoak(*dims, *values, *faults); err != nil {
+		return nil, err
+	}
 	if o.scenario == "all" {
 		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples", "queues"} {
 			if o.set[f] {
@@ -204,6 +227,75 @@ func parseArgs(args []string) (*options, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseScaleSoak checks and fills the options of scale and soak.
+func (o *options) parseScaleSoak(dims, values, faults string) error {
+	switch o.scenario {
+	case "scale":
+		if o.url != "" || o.vs != "" {
+			return errors.New("scale starts brokers and a PostgreSQL of its own for every point: it runs only on brokers the bench starts (no --url, no --vs)")
+		}
+		if !o.set["duration"] {
+			o.duration = 10 * time.Second
+		}
+		if dims == "" {
+			for _, d := range scaleDims {
+				o.dims = append(o.dims, d.name)
+			}
+		} else {
+			o.dims = strings.Split(dims, ",")
+		}
+		for _, d := range o.dims {
+			if _, ok := findDim(d); !ok {
+				return fmt.Errorf("--dim: unknown dimension %q", d)
+			}
+		}
+		if values != "" {
+			if len(o.dims) != 1 {
+				return errors.New("--values needs exactly one --dim")
+			}
+			v, err := parseValues(values)
+			if err != nil {
+				return fmt.Errorf("--values: %w", err)
+			}
+			for _, n := range v {
+				if n < 1 && o.dims[0] != "backlog" {
+					return fmt.Errorf("--values: %s must be at least 1", o.dims[0])
+				}
+			}
+			o.values = v
+		}
+	case "soak":
+		if o.url != "" || o.vs != "" {
+			return errors.New("soak restarts the broker and its PostgreSQL: it runs only on the broker the bench starts (no --url, no --vs)")
+		}
+		if !o.set["duration"] {
+			o.duration = 30 * time.Minute
+		}
+		if !o.set["rate"] {
+			o.rate = 2000
+		}
+		if o.rate < 1 || o.lagRate < 0 || o.faultEvery < 0 {
+			return errors.New("--rate must be at least 1, --lag-rate and --fault-every cannot be negative")
+		}
+		if o.lagRate == 0 {
+			o.lagRate = max(1, o.rate/2)
+		}
+		for _, f := range strings.Split(faults, ",") {
+			if f != "pg" && f != "broker" {
+				return fmt.Errorf("--faults: %q is neither pg nor broker", f)
+			}
+			o.faults = append(o.faults, f)
+		}
+	default:
+		for _, f := range []string{"dim", "values", "charts", "lag-rate", "fault-every", "faults"} {
+			if o.set[f] {
+				return fmt.Errorf("--%s applies to scale or soak only", f)
+			}
+		}
+	}
+	return nil
 }
 
 // redactKeys is args with the values of --token and --vs-token hidden: the command goes into
@@ -262,6 +354,11 @@ func (o *options) jobs() []job {
 	outage := OutageConfig{Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
 		Conns: o.intOr("conns", o.conns, 8), Duration: o.duration, Every: o.every}
 	scrape := ScrapeConfig{Queues: o.queues, Scrapes: o.samples}
+	// The soak's keeping-up consumers are two, its pushes 10 per request: requests enough for
+	// a p99 per minute at 2000 msg/s.
+	soak := SoakConfig{Duration: o.duration, Every: o.every, FaultEvery: o.faultEvery, Faults: o.faults, Rate: o.rate,
+		LagRate: o.lagRate, Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
+		Conns: o.intOr("conns", o.conns, 4), Consumers: o.intOr("consumers", o.consumers, 2)}
 
 	ceilingJob := func(c CeilingConfig) job {
 		return job{"ceiling", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunCeiling(ctx, t, c) }}
@@ -299,6 +396,8 @@ func (o *options) jobs() []job {
 		return []job{outageJob(outage)}
 	case "scrape":
 		return []job{{"scrape", scrape.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunScrape(ctx, t, scrape) }}}
+	case "soak":
+		return []job{{"soak", soak.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunSoakHere(ctx, t, soak) }}}
 	}
 	// all: the standard set. The pre-fills are sized so that consumers at the targets
 	// (22k msg/s pop+ack, 40k autoAck) are measured for most of the window instead of
@@ -334,7 +433,16 @@ func (o *options) jobs() []job {
 // writes the JSON.
 func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	started := time.Now()
-	rep = &Report{Started: started, Command: append([]string{"bench", o.scenario}, redactKeys(o.args)...), CPUs: runtime.NumCPU()}
+	rep = &Report{Started: started, Command: append([]string{"bench", o.scenario}, redactKeys(o.args)...), CPUs: runtime.NumCPU(),
+		LoadAverage: loadAverage()}
+	fmt.Printf("load average at the start: %s\n", rep.LoadAverage)
+	if o.scenario == "scale" {
+		cfg := ScaleConfig{Dims: o.dims, Values: o.values, Batch: o.batch, Size: o.size, Conns: o.conns, Consumers: o.consumers,
+			Duration: o.duration, Warmup: o.warmup, AckRate: scaleAckRate, AutoRate: scaleAutoRate, Env: o.env}
+		rep.Results = runScale(ctx, cfg)
+		rep.Ratios = scaleRatios(rep.Results)
+		return rep, finishReport(ctx, o, rep)
+	}
 
 	var a *Target
 	if o.url != "" {
@@ -344,7 +452,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		}
 	} else {
 		fmt.Println("starting the broker (go build ./cmd/queen, local PostgreSQL)...")
-		bp, err := startBroker(ctx, o.env, o.scenario == "outage")
+		bp, err := startBrokers(ctx, o.env, o.scenario == "outage" || o.scenario == "soak", 1)
 		if err != nil {
 			return nil, err
 		}
@@ -414,6 +522,14 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 				r.CeilingRatio = &v
 			}
 		}
+	}
+	return rep, finishReport(ctx, o, rep)
+}
+
+// finishReport marks the run failed if a result failed, prints the table (and the scale
+// targets), writes the scale charts and the JSON.
+func finishReport(ctx context.Context, o *options, rep *Report) error {
+	for _, r := range rep.Results {
 		if !r.Verified && !r.Skipped {
 			rep.Failed = true
 		}
@@ -421,16 +537,31 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	if ctx.Err() != nil {
 		rep.Failed = true
 	}
-	rep.ElapsedSeconds = time.Since(started).Seconds()
+	rep.ElapsedSeconds = time.Since(rep.Started).Seconds()
 	fmt.Println()
 	printTable(os.Stdout, rep)
+	printRatios(os.Stdout, rep.Ratios)
 	fmt.Printf("\ntotal time %.0f s\n", rep.ElapsedSeconds)
-	if o.jsonPath != "" {
-		if err := writeJSON(o.jsonPath, rep); err != nil {
-			return rep, err
+	if o.charts != "" {
+		files, err := writeScaleCharts(o.charts, rep.Results)
+		if err != nil {
+			return err
 		}
+		fmt.Printf("charts: %s\n", strings.Join(files, " "))
 	}
-	return rep, nil
+	if o.jsonPath != "" {
+		return writeJSON(o.jsonPath, rep)
+	}
+	return nil
+}
+
+// loadAverage is the first three fields of /proc/loadavg: other work on the machine.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // cannotRun says why a scenario cannot run on t, "" when it can: the ceiling needs the

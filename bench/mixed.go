@@ -79,17 +79,9 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 			p := newProducer(i, c, queue, parts, cfg.Size, led, &errs)
 			// With a rate, each producer sends one request every interval: the steady state
 			// the consumers must keep up with, instead of a race they cannot win.
-			var interval time.Duration
-			if cfg.Rate > 0 {
-				interval = time.Duration(float64(time.Second) * float64(cfg.Batch*cfg.Conns) / float64(cfg.Rate))
-			}
-			start := time.Now()
+			pace := newPacer(cfg.Rate, cfg.Batch*cfg.Conns)
 			for n := 0; !w.over(); n++ {
-				if interval > 0 {
-					if d := time.Until(start.Add(time.Duration(n) * interval)); d > 0 {
-						time.Sleep(d)
-					}
-				}
+				pace.wait(n)
 				sent := now()
 				ok := p.push((i+n)%len(parts), cfg.Batch)
 				if done := now(); w.in(done) {
@@ -122,7 +114,7 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 		}
 	}()
 
-	st := runConsumers(c, queue, groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, 0, w, &errs)
+	st := runConsumers(oneQueue(c, queue), groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, 0, w, &errs)
 	wg.Wait()
 	<-sampled
 	stopProgress()
@@ -171,6 +163,28 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 	}
 	r.setErrors(&errs)
 	return r.done(), nil
+}
+
+// pacer spaces one worker's requests so that all workers together move rate items per second,
+// perRound items being one request of each: request n goes at start + n intervals, so a slow
+// request is caught up rather than drifting. A rate of 0 never waits.
+type pacer struct {
+	start    time.Time
+	interval time.Duration
+}
+
+func newPacer(rate, perRound int) pacer {
+	p := pacer{start: time.Now()}
+	if rate > 0 {
+		p.interval = time.Duration(float64(time.Second) * float64(perRound) / float64(rate))
+	}
+	return p
+}
+
+func (p pacer) wait(n int) {
+	if d := time.Until(p.start.Add(time.Duration(n) * p.interval)); p.interval > 0 && d > 0 {
+		time.Sleep(d)
+	}
 }
 
 // slope is the least-squares slope of y over x.

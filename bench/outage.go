@@ -115,21 +115,7 @@ func RunOutage(ctx context.Context, t *Target, cfg OutageConfig) (*Result, error
 	// The spool as the broker reports it, once a second until it has drained.
 	var smu sync.Mutex
 	var spool []spoolSample
-	readSpool := func() (spoolSample, error) {
-		b, err := c.conn().do("GET", "/api/v1/status/buffers", nil)
-		if err != nil {
-			return spoolSample{}, err
-		}
-		var st struct {
-			Files   int   `json:"files"`
-			Bytes   int64 `json:"bytes"`
-			Pending int64 `json:"pending"`
-		}
-		if err := json.Unmarshal(b, &st); err != nil {
-			return spoolSample{}, fmt.Errorf("cannot decode status/buffers %.200q: %w", b, err)
-		}
-		return spoolSample{at: now(), files: st.Files, bytes: st.Bytes, pending: st.Pending}, nil
-	}
+	readSpool := func() (spoolSample, error) { return spoolStatus(c.conn()) }
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -246,6 +232,23 @@ func RunOutage(ctx context.Context, t *Target, cfg OutageConfig) (*Result, error
 		count(g.count.Load()), count(led.expected()-buffered), count(buffered), count(refusedAll.Load()))
 	r.setErrors(&errs)
 	return r.done(), nil
+}
+
+// spoolStatus reads the broker's disk spool from /api/v1/status/buffers.
+func spoolStatus(cn *conn) (spoolSample, error) {
+	b, err := cn.do("GET", "/api/v1/status/buffers", nil)
+	if err != nil {
+		return spoolSample{}, err
+	}
+	var st struct {
+		Files   int   `json:"files"`
+		Bytes   int64 `json:"bytes"`
+		Pending int64 `json:"pending"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return spoolSample{}, fmt.Errorf("cannot decode status/buffers %.200q: %w", b, err)
+	}
+	return spoolSample{at: now(), files: st.Files, bytes: st.Bytes, pending: st.Pending}, nil
 }
 
 // outageIntervals cuts the run into intervals of cfg.Every from start.

@@ -29,12 +29,15 @@ type producer struct {
 	id    int
 	conn  *conn
 	queue string
-	parts []string
-	size  int
-	led   *ledger
-	errs  *errorCounts
-	seq   int64
-	body  []byte
+	// queues, when set, spread parts over them: partition k is in queue
+	// queues[k*len(queues)/len(parts)], and queue is unused.
+	queues []string
+	parts  []string
+	size   int
+	led    *ledger
+	errs   *errorCounts
+	seq    int64
+	body   []byte
 	// spooled takes the disk spool's answers as the outage scenario expects them: an item
 	// answered "buffered" is stored (and must be delivered), a 503 spool_full answer stored
 	// nothing and is no error. buffered and refused count those items so far.
@@ -48,20 +51,25 @@ func newProducer(id int, c *client, queue string, parts []string, size int, led 
 
 // push sends one request of n messages to partition k and returns how many were stored:
 // answered queued, or buffered when spooled.
-func (p *producer) push(k, n int) int {
+func (p *producer) push(k, n int) int { return p.pushSpread(k, n, n) }
+
+// pushSpread is push with the n messages spread over consecutive partitions from k, run
+// messages each: one request then fills many partitions (a pre-fill of 100k partitions).
+func (p *producer) pushSpread(k, n, run int) int {
 	b := append(p.body[:0], `{"items":[`...)
 	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		kk := (k + i/run) % len(p.parts)
 		b = append(b, `{"queue":`...)
-		b = appendJSONString(b, p.queue)
+		b = appendJSONString(b, p.queueOf(kk))
 		b = append(b, `,"partition":`...)
-		b = appendJSONString(b, p.parts[k])
+		b = appendJSONString(b, p.parts[kk])
 		b = append(b, `,"transactionId":"`...)
 		b = appendTxID(b, p.id, p.seq+int64(i))
 		b = append(b, `","payload":`...)
-		b = appendPayload(b, p.id, p.seq+int64(i), k, p.size)
+		b = appendPayload(b, p.id, p.seq+int64(i), kk, p.size)
 		b = append(b, '}')
 	}
 	p.body = append(b, "]}"...)
@@ -106,6 +114,14 @@ func (p *producer) push(k, n int) int {
 	return ok
 }
 
+// queueOf is the queue of partition k.
+func (p *producer) queueOf(k int) string {
+	if len(p.queues) == 0 {
+		return p.queue
+	}
+	return p.queues[k*len(p.queues)/len(p.parts)]
+}
+
 // RunPush measures pushes, then drains the queue (untimed) to check every message came back
 // once, intact and in order.
 func RunPush(ctx context.Context, t *Target, cfg PushConfig) (*Result, error) {
@@ -117,36 +133,8 @@ func RunPush(ctx context.Context, t *Target, cfg PushConfig) (*Result, error) {
 	parts := partitionNames(cfg.Partitions)
 	led := newLedger(cfg.Conns)
 	var errs errorCounts
-	var msgs, reqs atomic.Int64
-	lats := make([]latencies, cfg.Conns)
-
-	w := startWindow(ctx, t, cfg.Warmup, cfg.Duration)
-	stopProgress := startProgress(cfg.label(), w, func() string {
-		return fmt.Sprintf("queued %s  errors %d", count(led.expected()), errs.total())
-	})
-	var wg sync.WaitGroup
-	for i := range cfg.Conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := newProducer(i, c, queue, parts, cfg.Size, led, &errs)
-			for n := 0; !w.over(); n++ {
-				sent := now()
-				ok := p.push((i+n)%len(parts), cfg.Batch)
-				if done := now(); w.in(done) {
-					lats[i] = append(lats[i], done-sent)
-					msgs.Add(int64(ok))
-					reqs.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	stopProgress()
-	r := newResult("push", cfg.label(), t, cfg)
-	w.finish(r)
-	r.setRates(msgs.Load(), reqs.Load())
-	r.Latency = percentiles(lats...)
+	ps := pushers{clients: []*client{c}, queues: []string{queue}, parts: parts, size: cfg.Size, batch: cfg.Batch, conns: cfg.Conns}
+	r := ps.measure(ctx, t, newResult("push", cfg.label(), t, cfg), cfg.Warmup, cfg.Duration, led, &errs)
 
 	g := newGroupLog("", parts, cfg.Size)
 	drain(ctx, cfg.label(), c, queue, g, led.expected(), &errs)
@@ -159,10 +147,61 @@ func RunPush(ctx context.Context, t *Target, cfg PushConfig) (*Result, error) {
 	return r.done(), nil
 }
 
+// pushers push batch messages per request as fast as the broker answers, each rotating over
+// every partition: pusher i is ledger row firstID+i and talks to clients[i%len(clients)].
+type pushers struct {
+	clients []*client
+	queues  []string // the partitions are spread over them, in order
+	parts   []string
+	size    int
+	batch   int
+	conns   int
+	firstID int
+}
+
+// measure runs the pushers for warmup and duration and fills r's rates and latency.
+func (ps pushers) measure(ctx context.Context, t *Target, r *Result, warmup, duration time.Duration, led *ledger, errs *errorCounts) *Result {
+	var msgs, reqs atomic.Int64
+	lats := make([]latencies, ps.conns)
+	w := startWindow(ctx, t, warmup, duration)
+	stopProgress := startProgress(r.Label, w, func() string {
+		return fmt.Sprintf("queued %s  errors %d", count(led.expected()), errs.total())
+	})
+	var wg sync.WaitGroup
+	for i := range ps.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newProducer(ps.firstID+i, ps.clients[i%len(ps.clients)], ps.queues[0], ps.parts, ps.size, led, errs)
+			p.queues = ps.queues
+			for n := 0; !w.over(); n++ {
+				sent := now()
+				ok := p.push((i+n)%len(ps.parts), ps.batch)
+				if done := now(); w.in(done) {
+					lats[i] = append(lats[i], done-sent)
+					msgs.Add(int64(ok))
+					reqs.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	w.finish(r)
+	r.setRates(msgs.Load(), reqs.Load())
+	r.Latency = percentiles(lats...)
+	return r
+}
+
 // drain pops (autoAck, untimed) what is left in the queue for one group until the group has
 // received expect messages and the queue answers empty, or nothing arrives for drainIdle.
 func drain(ctx context.Context, label string, c *client, queue string, g *groupLog, expect int64, errs *errorCounts) {
-	path := popParams{queue: queue, group: g.group, batch: 1000, autoAck: true}.path()
+	drainPops(ctx, label, c, popParams{queue: queue, group: g.group, batch: 1000, autoAck: true}, g, expect, errs)
+}
+
+// drainPops is drain with the pop's parameters given: its queue, group and partitions.
+func drainPops(ctx context.Context, label string, c *client, pop popParams, g *groupLog, expect int64, errs *errorCounts) {
+	path := pop.path()
 	drainQueue(ctx, label, g.name, c, path, expect, g.count.Load,
 		func(msgs []popMsg, sent, recv time.Duration) { g.record(msgs, sent, recv) }, errs)
 }

@@ -54,6 +54,10 @@ type Result struct {
 	Intervals []OutageInterval `json:"intervals,omitempty"`
 	Drain     *OutageDrain     `json:"drain,omitempty"`
 
+	// scale: the point and operation; soak: the run per interval, the faults, the tables
+	Scale *ScaleFigures `json:"scale,omitempty"`
+	Soak  *SoakFigures  `json:"soak,omitempty"`
+
 	Verified bool     `json:"verified"`
 	Skipped  bool     `json:"skipped,omitempty"` // the target cannot serve the scenario; the notes say why
 	Failures []string `json:"failures,omitempty"`
@@ -268,6 +272,8 @@ type Report struct {
 	Targets        []string     `json:"targets"` // A, then B with --vs
 	Results        []*Result    `json:"results"`
 	Comparisons    []Comparison `json:"comparisons,omitempty"`
+	Ratios         []ScaleRatio `json:"ratios,omitempty"`      // scale: the issue's targets
+	LoadAverage    string       `json:"loadAverage,omitempty"` // scale, soak: /proc/loadavg at the start
 	Failed         bool         `json:"failed"`
 }
 

@@ -191,6 +191,10 @@ func (m *monitor) sampleRSS() {
 func (m *monitor) cpuNow() (broker, pg, self float64, brokerOK, pgOK bool) {
 	if m.t.BrokerPID > 0 {
 		broker, brokerOK = processCPU(m.t.BrokerPID)
+		for _, pid := range m.t.MoreBrokerPIDs {
+			more, ok := processCPU(pid)
+			broker, brokerOK = broker+more, brokerOK && ok
+		}
 	}
 	if m.t.PGPID > 0 {
 		pg, pgOK = treeCPU(m.t.PGPID)

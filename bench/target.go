@@ -13,9 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,8 +33,11 @@ type Target struct {
 	Token     string         // sent as a bearer token on every request; "" for none
 	RootCAs   *x509.CertPool // https: the CAs its certificate may be signed by; nil: the system's
 	BrokerPID int            // 0: not ours, no CPU/RSS figures
-	PGPID     int            // postmaster pid, 0: unknown
-	PGConn    string         // PostgreSQL behind the broker, for ceiling; "" when unknown
+	// MoreBrokerPIDs are the other brokers on the same PostgreSQL that the bench started with
+	// this one: their CPU counts with this broker's, as the load is spread over all of them.
+	MoreBrokerPIDs []int
+	PGPID          int    // postmaster pid, 0: unknown
+	PGConn         string // PostgreSQL behind the broker, for ceiling; "" when unknown
 	// Native is set when /health names this project's broker: it exposes the parked-pop gauge
 	// live, which the wake scenario polls instead of sleeping. A front door that answers
 	// /health itself hides the broker: the bench then measures through the HTTP API alone.
@@ -45,6 +50,8 @@ type Target struct {
 	// PG is the PostgreSQL behind the broker when the bench started it itself, so that the
 	// outage scenario can stop and start it; nil otherwise.
 	PG *benchPG
+	// Process is the broker when the bench started it, so that the soak can restart it.
+	Process *brokerProcess
 
 	once sync.Once
 	c    *client
@@ -199,20 +206,32 @@ func (p *benchPG) stop() error {
 	return nil
 }
 
-// brokerProcess is a broker the bench built and started.
+// brokerProcess is one broker the bench built and started, with what a restart needs.
 type brokerProcess struct {
-	dir    string
-	cmd    *exec.Cmd
-	exited chan error // the broker's exit status, once
-	t      *Target
-	pg     *benchPG // the bench's PostgreSQL behind it, if any; stopped after the broker
+	bin, dir, logPath string
+	env               []string
+	cmd               *exec.Cmd
+	exited            chan error // the broker's exit status, once
+	pid               atomic.Int64
+	t                 *Target
 }
 
-// startBroker builds ./cmd/queen and runs it with its own local PostgreSQL in a temporary
-// directory, on a free port, and waits until /health answers 200. With ownPG the bench runs
-// that PostgreSQL itself and the broker reaches it through PG_HOST, so the outage scenario can
-// stop and start it.
-func startBroker(ctx context.Context, env []string, ownPG bool) (*brokerProcess, error) {
+// brokerSet is what the bench started in a temporary directory: the brokers and, when the bench
+// runs it itself, the PostgreSQL they share.
+type brokerSet struct {
+	dir     string
+	brokers []*brokerProcess
+	pg      *benchPG // nil: the one broker runs its own; stopped after the brokers
+	t       *Target  // the first broker
+}
+
+// startBrokers builds ./cmd/queen and runs n brokers in a temporary directory, each on a free
+// port, and waits until each /health answers 200. One broker without ownPG runs its own local
+// PostgreSQL. With ownPG, or more than one broker, the bench runs that PostgreSQL itself and the
+// brokers reach it through PG_HOST, so the outage and soak scenarios can stop and start it;
+// several brokers are each other's mesh peers, as in a deployment. The first broker's Target
+// counts the others' CPU with its own.
+func startBrokers(ctx context.Context, env []string, ownPG bool, n int) (*brokerSet, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
@@ -223,11 +242,11 @@ func startBroker(ctx context.Context, env []string, ownPG bool) (*brokerProcess,
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a directory for the broker: %w", err)
 	}
-	p := &brokerProcess{dir: dir}
+	s := &brokerSet{dir: dir}
 	ok := false
 	defer func() {
 		if !ok {
-			p.stop()
+			s.stop()
 		}
 	}()
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -239,118 +258,167 @@ func startBroker(ctx context.Context, env []string, ownPG bool) (*brokerProcess,
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("cannot build ./cmd/queen: %w: %s", err, out)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "broker.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the broker log: %w", err)
-	}
-	defer logFile.Close()
-	dataDir := filepath.Join(dir, "data")
-	cmd := exec.Command(bin)
-	cmd.Dir = dir
-	// The broker's own environment: nothing of ours that would point it at another
+	// The brokers' own environment: nothing of ours that would point them at another
 	// PostgreSQL, data directory or port.
+	var base []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "QUEEN_") || strings.HasPrefix(k, "DB_") ||
 			k == "PORT" || k == "HOST" || k == "LOG_LEVEL" {
 			continue
 		}
-		cmd.Env = append(cmd.Env, kv)
+		base = append(base, kv)
 	}
-	cmd.Env = append(cmd.Env, "QUEEN_DATA_DIR="+dataDir, "PORT="+strconv.Itoa(port),
-		"QUEEN_BIND_ADDR=127.0.0.1", "LOG_LEVEL=warn")
-	pgConn := fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres sslmode=disable", filepath.Join(dataDir, "run"))
-	if ownPG {
-		if p.pg, err = startPG(ctx, filepath.Join(dir, "pg")); err != nil {
+	base = append(base, "QUEEN_BIND_ADDR=127.0.0.1", "LOG_LEVEL=warn")
+	pgConn := fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres sslmode=disable", filepath.Join(dir, "data", "run"))
+	pgData := filepath.Join(dir, "data", "pgdata")
+	if ownPG || n > 1 {
+		if s.pg, err = startPG(ctx, filepath.Join(dir, "pg")); err != nil {
 			return nil, err
 		}
-		pgConn = p.pg.conn
-		cmd.Env = append(cmd.Env, "PG_HOST="+filepath.Join(dir, "pg", "run"), "PG_PORT=5432", "PG_USER=postgres", "PG_DB=postgres")
+		pgConn, pgData = s.pg.conn, filepath.Join(dir, "pg", "pgdata")
+		base = append(base, "PG_HOST="+filepath.Join(dir, "pg", "run"), "PG_PORT=5432", "PG_USER=postgres", "PG_DB=postgres")
 	}
-	cmd.Env = append(cmd.Env, env...)
+	ports := make([]int, n)
+	var peers []string
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+		if n > 1 {
+			mp, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			peers = append(peers, "127.0.0.1:"+strconv.Itoa(mp))
+		}
+	}
+	for i, port := range ports {
+		name := "broker"
+		if i > 0 {
+			name += strconv.Itoa(i + 1)
+		}
+		b := &brokerProcess{bin: bin, dir: dir, logPath: filepath.Join(dir, name+".log")}
+		b.env = append(slices.Clone(base), "QUEEN_DATA_DIR="+filepath.Join(dir, strings.Replace(name, "broker", "data", 1)), "PORT="+strconv.Itoa(port))
+		if n > 1 {
+			_, mp, _ := strings.Cut(peers[i], ":")
+			b.env = append(b.env, "QUEEN_MESH_PORT="+mp, "QUEEN_MESH_PEERS="+strings.Join(peers, ","), "QUEEN_SERVER_ID=bench-"+name)
+		}
+		b.env = append(b.env, env...)
+		b.t = &Target{URL: fmt.Sprintf("http://127.0.0.1:%d", port), LogPath: b.logPath, Native: true, PGConn: pgConn, PG: s.pg, Process: b}
+		if err := b.start(ctx); err != nil {
+			return nil, err
+		}
+		b.t.BrokerPID = int(b.pid.Load())
+		s.brokers = append(s.brokers, b)
+		// A broker running its own PostgreSQL has started it by now.
+		b.t.PGPID = postmasterPID(pgData)
+	}
+	s.t = s.brokers[0].t
+	for _, b := range s.brokers[1:] {
+		s.t.MoreBrokerPIDs = append(s.t.MoreBrokerPIDs, b.t.BrokerPID)
+	}
+	ok = true
+	return s, nil
+}
+
+// start runs the broker and waits until /health answers.
+func (b *brokerProcess) start(ctx context.Context) error {
+	logFile, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot open the broker log: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(b.bin)
+	cmd.Dir, cmd.Env = b.dir, b.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so a ^C at the terminal reaches only the bench, which then stops
 	// the broker in order; and SIGTERM if the bench dies without doing so.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("cannot start the broker: %w", err)
+		return fmt.Errorf("cannot start the broker: %w", err)
 	}
-	p.cmd = cmd
+	b.cmd = cmd
 	exited := make(chan error, 1)
-	p.exited = exited
+	b.exited = exited
 	go func() { exited <- cmd.Wait() }()
+	b.pid.Store(int64(cmd.Process.Pid))
 
-	t := &Target{URL: fmt.Sprintf("http://127.0.0.1:%d", port), BrokerPID: cmd.Process.Pid, LogPath: logPath, Native: true,
-		PGConn: pgConn, PG: p.pg}
-	p.t = t
 	deadline := time.Now().Add(3 * time.Minute) // a first start runs initdb
 	for {
-		if err := t.probe(); err == nil {
-			break
+		if err := b.t.probe(); err == nil {
+			return nil
 		}
 		select {
 		case err := <-exited:
-			p.cmd = nil
-			return nil, fmt.Errorf("the broker exited during startup (%v): %s", err, tailFile(logPath))
+			b.cmd = nil
+			return fmt.Errorf("the broker exited during startup (%v): %s", err, tailFile(b.logPath))
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the broker did not answer /health within 3 minutes: %s", tailFile(logPath))
+			return fmt.Errorf("the broker did not answer /health within 3 minutes: %s", tailFile(b.logPath))
 		}
 	}
-	if !ownPG {
-		// The bench's own is restarted by the outage scenario: no CPU figure across that.
-		t.PGPID = postmasterPID(filepath.Join(dataDir, "pgdata"))
-	}
-	ok = true
-	return p, nil
 }
 
-// stop sends SIGTERM and waits for the broker's orderly shutdown (which stops its PostgreSQL),
-// then removes the directory. It returns the broker's log errors, if any, for the report.
-func (p *brokerProcess) stop() error {
+// stop sends SIGTERM and waits for the broker's orderly shutdown (which stops its own
+// PostgreSQL, if it runs one).
+func (b *brokerProcess) stop() error {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return nil
+	}
+	defer func() { b.cmd = nil }()
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case werr := <-b.exited:
+		if werr != nil {
+			return fmt.Errorf("the broker exited with %v after SIGTERM: %s", werr, tailFile(b.logPath))
+		}
+		return nil
+	case <-time.After(60 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.exited
+		return errors.New("the broker did not stop within 60 s of SIGTERM; killed")
+	}
+}
+
+// restart stops the broker in order and starts it again on the same port and data directory.
+// The Target keeps the first start's pid: read pid for the current one.
+func (b *brokerProcess) restart(ctx context.Context) error {
+	if err := b.stop(); err != nil {
+		return err
+	}
+	return b.start(ctx)
+}
+
+// stop stops the brokers, then the PostgreSQL, then removes the directory. It returns the
+// first error, if any, for the report.
+func (s *brokerSet) stop() error {
 	var err error
-	if p.cmd != nil && p.cmd.Process != nil {
-		pgPID := 0
-		if p.t != nil {
-			pgPID = p.t.PGPID
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case werr := <-p.exited:
-			if werr != nil {
-				err = fmt.Errorf("the broker exited with %v after SIGTERM: %s", werr, tailFile(filepath.Join(p.dir, "broker.log")))
-			}
-		case <-time.After(60 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			err = errors.New("the broker did not stop within 60 s of SIGTERM; killed")
-		}
-		// A broker that did not stop its PostgreSQL leaves it running: fast shutdown.
-		if pgPID > 0 && processAlive(pgPID) {
-			_ = syscall.Kill(pgPID, syscall.SIGINT)
-			for i := 0; i < 100 && processAlive(pgPID); i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err == nil {
-				err = errors.New("the broker left its PostgreSQL running after shutdown")
-			}
+	keep := func(e error) {
+		if err == nil {
+			err = e
 		}
 	}
-	if p.pg != nil {
-		if perr := p.pg.stop(); perr != nil && err == nil {
-			err = perr
-		}
+	for _, b := range s.brokers {
+		keep(b.stop())
 	}
-	if rerr := os.RemoveAll(p.dir); rerr != nil && err == nil {
-		err = fmt.Errorf("cannot remove %s: %w", p.dir, rerr)
+	// A broker that did not stop its own PostgreSQL leaves it running: fast shutdown.
+	if s.pg == nil && s.t != nil && s.t.PGPID > 0 && processAlive(s.t.PGPID) {
+		pgPID := s.t.PGPID
+		_ = syscall.Kill(pgPID, syscall.SIGINT)
+		for i := 0; i < 100 && processAlive(pgPID); i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		keep(errors.New("the broker left its PostgreSQL running after shutdown"))
+	}
+	if s.pg != nil {
+		keep(s.pg.stop())
+	}
+	if rerr := os.RemoveAll(s.dir); rerr != nil {
+		keep(fmt.Errorf("cannot remove %s: %w", s.dir, rerr))
 	}
 	return err
 }

@@ -159,6 +159,51 @@ func TestOutageSmoke(t *testing.T) {
 	}
 }
 
+// TestOwnBrokerRSS runs a short push on the broker the bench builds and starts itself, the
+// only one whose process it can read: the result must carry the broker's RSS for every second
+// of the window, and the peak must be the largest of them.
+func TestOwnBrokerRSS(t *testing.T) {
+	o, err := parseArgs([]string{"push", "--duration", "3s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := execute(ctx(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed || len(rep.Results) != 1 {
+		t.Fatalf("failed %v, %d results; want one verified result", rep.Failed, len(rep.Results))
+	}
+	r := rep.Results[0]
+	requireVerified(t, r, nil)
+	if n := len(r.BrokerRSSPerSec); n < 3 || n > 4 {
+		t.Fatalf("%d seconds of broker RSS for a 3 s window, want 3 (4 with a partial last one): %v", n, r.BrokerRSSPerSec)
+	}
+	peak := 0.0
+	for _, mb := range r.BrokerRSSPerSec {
+		if mb <= 0 {
+			t.Fatalf("a second without RSS: %v", r.BrokerRSSPerSec)
+		}
+		peak = max(peak, mb)
+	}
+	if r.BrokerRSSMB == nil || *r.BrokerRSSMB != peak {
+		t.Fatalf("peak RSS %v, want the largest second, %.1f MB", r.BrokerRSSMB, peak)
+	}
+}
+
+// The seconds above the target are named in the notes, and only they.
+func TestRSSOverTargetNoted(t *testing.T) {
+	var r Result
+	r.setRSS([]int64{40 << 10, 70 << 10, 64 << 10, 90 << 10})
+	if r.BrokerRSSMB == nil || *r.BrokerRSSMB != 90 || len(r.BrokerRSSPerSec) != 4 {
+		t.Fatalf("peak %v, series %v; want 90 MB over 4 seconds", r.BrokerRSSMB, r.BrokerRSSPerSec)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "2 of 4 seconds") ||
+		!strings.Contains(r.Notes[0], "2: 70 MB, 4: 90 MB") || len(r.Failures) > 0 {
+		t.Fatalf("notes %q, failures %q; want one note naming seconds 2 and 4, no failure", r.Notes, r.Failures)
+	}
+}
+
 // A scrape of a broker with a few hundred queues, after its periodic read saw them.
 func TestScrapeSmoke(t *testing.T) {
 	db := pgtest.NewDatabase(t)

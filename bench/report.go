@@ -34,6 +34,10 @@ type Result struct {
 	PGCPU        *float64 `json:"pgCpuCores,omitempty"`
 	BenchCPU     *float64 `json:"benchCpuCores,omitempty"` // this load generator
 	CeilingRatio *float64 `json:"ceilingRatio,omitempty"`
+	// BrokerRSSPerSec is the broker's peak RSS in each second of the measured window, in MB
+	// (VmHWM reset every second where the bench may, else the largest of four samples);
+	// BrokerRSSMB is the largest of them.
+	BrokerRSSPerSec []float64 `json:"brokerRssMBPerSec,omitempty"`
 
 	// mixed
 	ConsumedPerSec *float64 `json:"consumedPerSec,omitempty"`

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,15 +136,21 @@ func postmasterPID(pgdata string) int {
 	return pid
 }
 
+// rssTargetMB is the broker's memory target: the seconds of a measured window above it are
+// named in the notes (reported, not failed: RSS depends on the machine's other load).
+const rssTargetMB = 64
+
 // monitor measures the broker's and PostgreSQL's CPU over the measured window (begin to end)
-// and the broker's peak RSS over the whole scenario.
+// and the broker's RSS in each second of it.
 type monitor struct {
 	t        *Target
 	stopRSS  chan struct{}
 	rssDone  chan struct{}
 	mu       sync.Mutex
-	peakKB   int64
-	hwmReset bool
+	hwmReset bool      // clear_refs works: VmHWM is the peak since the last reset
+	secKB    int64     // the largest VmRSS sample since secFrom
+	secFrom  time.Time // start of the second being sampled
+	series   []int64   // per second of the window: the peak RSS in kB
 
 	began               bool
 	t0                  time.Time
@@ -159,10 +167,6 @@ type cpuFigures struct {
 func startMonitor(t *Target) *monitor {
 	m := &monitor{t: t, stopRSS: make(chan struct{}), rssDone: make(chan struct{})}
 	if t.BrokerPID > 0 {
-		// Writing 5 to clear_refs resets VmHWM, so the peak is this scenario's, not the
-		// process lifetime's. It needs ownership of the process, which we have when we
-		// started it; the 250 ms samples below are the fallback.
-		m.hwmReset = os.WriteFile("/proc/"+strconv.Itoa(t.BrokerPID)+"/clear_refs", []byte("5"), 0) == nil
 		go m.sampleRSS()
 	} else {
 		close(m.rssDone)
@@ -170,22 +174,51 @@ func startMonitor(t *Target) *monitor {
 	return m
 }
 
+// sampleRSS reads VmRSS every 250 ms and, in the measured window, closes a second of the
+// series every second.
 func (m *monitor) sampleRSS() {
 	defer close(m.rssDone)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if kb, ok := statusKB(m.t.BrokerPID, "VmRSS"); ok {
-			m.mu.Lock()
-			m.peakKB = max(m.peakKB, kb)
-			m.mu.Unlock()
-		}
 		select {
 		case <-m.stopRSS:
 			return
 		case <-tick.C:
 		}
+		kb, ok := statusKB(m.t.BrokerPID, "VmRSS")
+		m.mu.Lock()
+		if ok {
+			m.secKB = max(m.secKB, kb)
+		}
+		if m.began && !m.ended && time.Since(m.secFrom) >= time.Second {
+			m.closeSecond()
+			m.secFrom = m.secFrom.Add(time.Second) // seconds of the window, not of the ticks
+		}
+		m.mu.Unlock()
 	}
+}
+
+// resetHWM resets VmHWM to the current RSS (writing 5 to clear_refs), so that the next reading
+// is the peak since now, between the samples too. It needs ownership of the process, which we
+// have when we started it; otherwise the 250 ms samples alone make the figure.
+func (m *monitor) resetHWM() bool {
+	return os.WriteFile("/proc/"+strconv.Itoa(m.t.BrokerPID)+"/clear_refs", []byte("5"), 0) == nil
+}
+
+// closeSecond appends the peak of the second that ends now to the series; m.mu is held.
+func (m *monitor) closeSecond() {
+	kb := m.secKB
+	if m.hwmReset {
+		if hwm, ok := statusKB(m.t.BrokerPID, "VmHWM"); ok {
+			kb = max(kb, hwm)
+		}
+		m.hwmReset = m.resetHWM()
+	}
+	if kb > 0 {
+		m.series = append(m.series, kb)
+	}
+	m.secKB = 0
 }
 
 func (m *monitor) cpuNow() (broker, pg, self float64, brokerOK, pgOK bool) {
@@ -212,11 +245,12 @@ func (m *monitor) begin() {
 	}
 	m.began, m.t0 = true, time.Now()
 	m.broker0, m.pg0, m.self0, m.brokerOK, m.pgOK = m.cpuNow()
-	// The peak is the measured window's: what an untimed pre-fill or the warmup left mapped
-	// is not the scenario's footprint.
-	m.peakKB = 0
-	if m.hwmReset {
-		m.hwmReset = os.WriteFile("/proc/"+strconv.Itoa(m.t.BrokerPID)+"/clear_refs", []byte("5"), 0) == nil
+	// The series is the measured window's: the pre-fill's and the warmup's peaks are not the
+	// scenario's, but what they left mapped when the window opens is.
+	if m.t.BrokerPID > 0 {
+		m.secFrom = m.t0
+		m.secKB, _ = statusKB(m.t.BrokerPID, "VmRSS")
+		m.hwmReset = m.resetHWM()
 	}
 }
 
@@ -228,6 +262,9 @@ func (m *monitor) end() {
 		return
 	}
 	m.ended = true
+	if m.t.BrokerPID > 0 {
+		m.closeSecond() // the last, partial second
+	}
 	secs := time.Since(m.t0).Seconds()
 	if secs <= 0 {
 		return
@@ -251,14 +288,29 @@ func (m *monitor) finish(r *Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r.BrokerCPU, r.PGCPU, r.BenchCPU = m.cpu.broker, m.cpu.pg, m.cpu.self
-	peak := m.peakKB
-	if m.t.BrokerPID > 0 && m.hwmReset {
-		if hwm, ok := statusKB(m.t.BrokerPID, "VmHWM"); ok {
-			peak = max(peak, hwm)
+	r.setRSS(m.series)
+}
+
+// setRSS fills the broker's RSS figures from the per-second peaks (kB) of the window, and
+// notes the seconds above the target.
+func (r *Result) setRSS(series []int64) {
+	if len(series) == 0 {
+		return
+	}
+	var peak float64
+	var over []string
+	r.BrokerRSSPerSec = make([]float64, len(series))
+	for i, kb := range series {
+		mb := math.Round(float64(kb)/102.4) / 10 // MB, one decimal
+		r.BrokerRSSPerSec[i] = mb
+		peak = max(peak, mb)
+		if mb > rssTargetMB {
+			over = append(over, fmt.Sprintf("%d: %.0f MB", i+1, mb))
 		}
 	}
-	if peak > 0 {
-		mb := float64(peak) / 1024
-		r.BrokerRSSMB = &mb
+	r.BrokerRSSMB = &peak
+	if len(over) > 0 {
+		r.note("broker RSS above %d MB in %d of %d seconds of the window (second: peak): %s",
+			rssTargetMB, len(over), len(series), strings.Join(over, ", "))
 	}
 }

@@ -11,6 +11,9 @@ import (
 
 // writeJSON answers with status and v encoded as JSON. A nil slice must be passed as an empty
 // one by the caller: the clients expect [] and {"messages":[]}, never an empty body or null.
+// The body is handed to fasthttp as it is, not copied into the connection's response buffer,
+// which would keep the size of the largest answer (a 1000-item push's results) for as long
+// as the connection lives.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -19,7 +22,7 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetStatusCode(status)
-	ctx.SetBody(body)
+	ctx.Response.SetBodyRaw(body)
 }
 
 // errorBody is the shape of every error answer.

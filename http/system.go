@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -108,8 +109,13 @@ func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, m)
 }
 
+// metricsPrometheus writes the page into a buffer of its own, handed to fasthttp without a
+// copy: written into the response, it would stay in the connection's response buffer (MB with
+// thousands of queues) for as long as the scraper keeps the connection.
 func (s *Server) metricsPrometheus(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	s.Telemetry.WritePrometheus(ctx)
+	var page bytes.Buffer
+	s.Telemetry.WritePrometheus(&page)
+	ctx.Response.SetBodyRaw(page.Bytes())
 }

@@ -347,9 +347,10 @@ func soakKeepUp(ctx context.Context, c *client, queue string, g *groupLog, lats 
 // answered buffered then may go on until the run's end.
 const faultAnswerLimit = 2 * time.Minute
 
-// soakFault strikes one fault and waits until a push is answered (queued or buffered) and then
-// until one is answered queued (a probe to a queue of its own), until end at the latest, then
-// faultGrace more; it counts the failed requests of that window.
+// soakFault strikes one fault and waits until a push is answered (queued or buffered), for
+// faultAnswerLimit at most, and then until one is answered queued (a probe to a queue of its
+// own), until end at the latest, then faultGrace more; it counts the failed requests of that
+// window.
 func soakFault(ctx context.Context, c *client, rig soakRig, kind string, errs *errorCounts, at, end time.Duration) SoakFault {
 	f := SoakFault{Kind: kind, At: at.Seconds(), Answered: -1, Stored: -1}
 	before := errs.total()
@@ -368,7 +369,9 @@ func soakFault(ctx context.Context, c *client, rig soakRig, kind string, errs *e
 	probe := freshQueue("soak-probe")
 	cn := c.conn()
 	body := []byte(`{"items":[{"queue":"` + probe + `","payload":{}}]}`)
-	for limit := now() + faultAnswerLimit; ctx.Err() == nil && (f.Answered >= 0 || now() < limit) && now() < end; time.Sleep(100 * time.Millisecond) {
+	// Until the first answer the limit bounds the wait, even past the run's end (a restart
+	// late in a short run on a busy machine); after it, the run's end does.
+	for limit := now() + faultAnswerLimit; ctx.Err() == nil && now() < limit && (f.Answered < 0 || now() < end); time.Sleep(100 * time.Millisecond) {
 		res, err := cn.push(body, 1)
 		if err != nil {
 			continue

@@ -214,7 +214,7 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 	res.Resume = pos
 	w := newRingWalk(pos)
 	budget, tries := r.Batch, 64+4*r.Partitions
-	for chunk := firstRingChunk; ; chunk = min(4*chunk, maxRingChunk) {
+	for chunk := firstRingChunk; ; {
 		want := min(r.Partitions-len(res.Partitions), tries)
 		if want <= 0 {
 			return nil
@@ -248,12 +248,19 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 		case tries <= 0:
 			return nil
 		case len(st.cands) == want:
-			// The lock limit stopped the step: what follows the last candidate is unread.
+			// The lock limit stopped the step: what follows the last candidate is unread. A
+			// claim failed, mostly because a pop that committed while this step ran had
+			// consumed the partition this step's snapshot still showed with data. Such pops
+			// work the same stretch of the ring, so the next step is small again: a step's
+			// snapshot ages for as long as it reads, and a large one would find more of what
+			// they have just taken.
 			w.moveTo(st.lastCand)
+			chunk = firstRingChunk
 		case st.read < chunk:
 			return nil // round the whole ring
 		default:
 			w.moveTo(st.end)
+			chunk = min(4*chunk, maxRingChunk)
 		}
 	}
 }

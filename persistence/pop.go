@@ -149,6 +149,7 @@ func (r batchRows) Close() {
 type popCandidate struct {
 	id        uuid.UUID
 	name      string
+	lastSeq   int64 // as the wildcard search saw it
 	leaseTime int
 	delay     int
 	hasRow    bool
@@ -202,11 +203,52 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 	return nil
 }
 
+// Claims lease one partition for a group and return the group's cursor (no row: not claimed),
+// as the claim CTE of claimAndRead's statement. $1 partition, $2 group, $3 the cursor of a new
+// row (claimWait, claimNew) or the last_seq the search saw (claimIdle), $4 lease id, $5 lease
+// seconds.
+//
+// A wildcard pop keeps the rows it claimed locked while it tries the next partitions, and an ack
+// locks the rows of its batch in key order, so a wildcard claim that waited for a row could
+// close a cycle with an ack that holds that row and waits for one of the pop's: PostgreSQL would
+// break it only after deadlock_timeout (a second). Wildcard claims therefore never wait:
+// claimIdle skips a row another transaction holds, claimNew gives way to a row that exists
+// already. A specific-partition pop holds no other row, so claimWait may wait.
+const (
+	claimWait = `
+		INSERT INTO queen.partition_consumers AS pc
+			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
+		VALUES ($1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5))
+		ON CONFLICT (partition_id, consumer_group) DO UPDATE
+		SET lease_id = EXCLUDED.lease_id, lease_acquired_at = now(), lease_expires_at = EXCLUDED.lease_expires_at
+		WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+		RETURNING pc.cursor_seq`
+	// claimIdle also checks, on the row as it is now, that the group has not read up to what
+	// the search saw: the search's snapshot is older than the pop that consumed a partition
+	// and committed meanwhile.
+	claimIdle = `
+		WITH idle AS (
+			SELECT partition_id, consumer_group FROM queen.partition_consumers
+			WHERE partition_id = $1 AND consumer_group = $2 AND cursor_seq < $3
+			  AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+			FOR UPDATE SKIP LOCKED)
+		UPDATE queen.partition_consumers AS pc
+		SET lease_id = $4, lease_acquired_at = now(), lease_expires_at = now() + make_interval(secs => $5)
+		FROM idle WHERE pc.partition_id = idle.partition_id AND pc.consumer_group = idle.consumer_group
+		RETURNING pc.cursor_seq`
+	claimNew = `
+		INSERT INTO queen.partition_consumers
+			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
+		VALUES ($1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5))
+		ON CONFLICT (partition_id, consumer_group) DO NOTHING
+		RETURNING cursor_seq`
+)
+
 // claimAndRead leases one partition for the group and reads up to limit messages after the
-// group's cursor, in one statement. A wildcard claim skips a partition another pop is claiming
-// right now (the advisory lock) instead of queueing behind it. A claim that finds nothing
-// visible releases the lease again; for a wildcard pop such a partition is not reported as
-// claimed. The statement answers no row when the claim failed, and one row with NULL message
+// group's cursor, in one statement. A wildcard claim (skipBusy) never waits for a row lock and
+// does not claim a partition the group has read up to since the search. A claim that finds
+// nothing visible releases the lease again; for a wildcard pop such a partition is not reported
+// as claimed. The statement answers no row when the claim failed, and one row with NULL message
 // columns when it succeeded on an empty partition.
 func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, limit int, skipBusy bool, res *PopResult) (bool, error) {
 	seed := int64(0)
@@ -220,22 +262,21 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	if leaseTime <= 0 {
 		leaseTime = 60
 	}
+	claim := claimWait
+	switch {
+	case skipBusy && c.hasRow:
+		claim, seed = claimIdle, c.lastSeq
+	case skipBusy:
+		claim = claimNew
+	}
 	rows, err := p.conn.Query(ctx, `
-		WITH claim AS (
-			INSERT INTO queen.partition_consumers AS pc
-				(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
-			SELECT $1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5)
-			WHERE NOT $6 OR pg_try_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2, 0))
-			ON CONFLICT (partition_id, consumer_group) DO UPDATE
-			SET lease_id = EXCLUDED.lease_id, lease_acquired_at = now(), lease_expires_at = EXCLUDED.lease_expires_at
-			WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
-			RETURNING pc.cursor_seq)
+		WITH claim AS (`+claim+`)
 		SELECT m.seq, COALESCE(m.id, '00000000-0000-0000-0000-000000000000'), COALESCE(m.transaction_id, ''),
 		       m.trace_id, m.payload, COALESCE(m.created_at, 'epoch'), m.producer_sub, COALESCE(m.is_encrypted, false),
-		       m.created_at <= now() - make_interval(secs => $8)
+		       m.created_at <= now() - make_interval(secs => $7)
 		FROM claim LEFT JOIN LATERAL (
-			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $7) m ON true`,
-		c.id, r.Group, seed, r.LeaseID, leaseTime, skipBusy, limit, c.delay)
+			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $6) m ON true`,
+		c.id, r.Group, seed, r.LeaseID, leaseTime, limit, c.delay)
 	if err != nil {
 		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
 	}

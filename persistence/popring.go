@@ -158,7 +158,7 @@ func (p *popTx) ringStep(ctx context.Context, id uuid.UUID, group string, w *rin
 			}
 			continue
 		}
-		c.id, c.name, c.hasRow = *cid, *name, *hasRow
+		c.id, c.name, c.hasRow, c.lastSeq = *cid, *name, *hasRow, n
 		st.cands = append(st.cands, c)
 		st.lastCand = ringMark{*lap, *name}
 	}

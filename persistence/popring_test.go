@@ -156,6 +156,51 @@ func TestConcurrentPopsAtManyPartitions(t *testing.T) {
 	}
 }
 
+// A wildcard pop does not wait for a partition's row that another transaction holds (an ack
+// locks the rows of its batch while it works): it claims the next partition instead. A pop that
+// waited would hold the rows it had claimed meanwhile, and an ack waiting for one of those
+// while holding the row the pop wants is a deadlock that PostgreSQL breaks only after a second.
+func TestWildcardPopSkipsARowAnotherTransactionHolds(t *testing.T) {
+	e := newStoreEnv(t)
+	e.fillPartitions("q", 2, 1)
+	// Both partitions read before: their cursor rows exist, unleased.
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+		SELECT id, '__QUEUE_MODE__' FROM queen.partitions`)
+	ack, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ack.Rollback(e.ctx)
+	if _, err := ack.Exec(e.ctx, `SELECT 1 FROM queen.partition_consumers pc JOIN queen.partitions p ON p.id = pc.partition_id
+		WHERE p.name = 'p0000' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type popped struct {
+		res persistence.PopResult
+		err error
+	}
+	done := make(chan popped, 1)
+	go func() {
+		res, err := e.s.Pop(e.ctx, persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: persistence.QueueMode,
+			Batch: 1, Partitions: 1, LeaseID: uuid.New()})
+		done <- popped{res, err}
+	}()
+	got := awaitNoLockWait(e, done)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if ids := txIDs(got.res.Messages); len(ids) != 1 || ids[0] != "p0001/1" {
+		t.Fatalf("the pop delivered %v, want p0001/1", txIDs(got.res.Messages))
+	}
+	if err := ack.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, Resume: got.res.Resume})
+	if ids := txIDs(res.Messages); len(ids) != 1 || ids[0] != "p0000/1" {
+		t.Fatalf("once the row was free the pop delivered %v, want p0000/1", ids)
+	}
+}
+
 // A position taken on a queue that was deleted and created again under the same name names
 // the old queue's id: the pop finds the new queue anyway.
 func TestPopResumesOnAQueueCreatedAgain(t *testing.T) {

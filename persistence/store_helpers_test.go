@@ -132,6 +132,28 @@ func (e *storeEnv) awaitLockWait(finished func() bool) {
 	}
 }
 
+// awaitNoLockWait returns what a statement run in the background sends on done, and fails the
+// test if a session of the test's database waits for a lock before it is sent (the statement
+// was expected not to wait).
+func awaitNoLockWait[T any](e *storeEnv, done <-chan T) T {
+	e.t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case v := <-done:
+			return v
+		case <-tick.C:
+			if n := e.count(`SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`); n > 0 {
+				e.t.Fatal("a session waits for a lock")
+			}
+		case <-e.ctx.Done():
+			e.t.Fatal("the statement did not finish")
+		}
+	}
+}
+
 // storedMessage is a row of queen.messages.
 type storedMessage struct {
 	Seq     int64

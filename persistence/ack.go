@@ -104,6 +104,17 @@ type dlqRow struct {
 	retries   int
 }
 
+// ackedMessagesSQL finds the message of each acknowledgement ($2 in partition $1, for tenant
+// $3), in the order of the items. A partition outside the item's scope joins nothing: no
+// message, no names, the answer of a partition id that does not exist. The message is a probe
+// of the (partition_id, transaction_id) index of its own (see duplicateProbeSQL).
+var ackedMessagesSQL = `SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(q.name, ''), COALESCE(q.retry_limit, 0)
+	FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)
+	LEFT JOIN (queen.partitions p JOIN queen.queues q ON q.id = p.queue_id)
+		ON p.id = v.pid AND ` + inScope("q.name", "v.scope") + `
+	LEFT JOIN LATERAL (SELECT m.seq FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
+	ORDER BY v.ord`
+
 // ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its
 // sequence number and applies the acks of each row in sequence order. With failedToDLQ (the
 // transaction route) a failed ack dead-letters at once instead of spending the retry budget.
@@ -121,15 +132,8 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		FROM queen.partition_consumers pc
 		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
 		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, pids, groups)
-	// A partition outside the item's scope joins nothing: no message, no names, the answer of
-	// a partition id that does not exist. (The lock above may take such an item's row; it is
-	// never written.)
-	b.Queue(`SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(q.name, ''), COALESCE(q.retry_limit, 0)
-		FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)
-		LEFT JOIN (queen.partitions p JOIN queen.queues q ON q.id = p.queue_id)
-			ON p.id = v.pid AND `+inScope("q.name", "v.scope")+`
-		LEFT JOIN queen.messages m ON m.partition_id = p.id AND m.transaction_id = v.tx
-		ORDER BY v.ord`, pids, txIDs, scopes)
+	// The lock above may take the row of an item outside its scope; it is never written.
+	b.Queue(ackedMessagesSQL, pids, txIDs, scopes)
 	br := tx.SendBatch(ctx, b)
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()

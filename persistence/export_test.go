@@ -9,3 +9,9 @@ func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, wa
 	w := newRingWalk(RingPosition{Queue: queueID, Partition: after, Claimed: true})
 	return ringPlan, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
 }
+
+// DuplicateProbeSQL and AckedMessagesSQL look up messages by transactionId (a push's
+// duplicates, an ack's messages), for the test of their plans.
+const DuplicateProbeSQL = duplicateProbeSQL
+
+var AckedMessagesSQL = ackedMessagesSQL

@@ -85,6 +85,19 @@ type dedupKey struct {
 	txID      string
 }
 
+// duplicateProbeSQL finds which of the items' transactionIds ($3, in partition $2 of queue $1)
+// a partition holds already: one probe of the (partition_id, transaction_id) index per item.
+// The LIMIT keeps each probe a subquery of its own: flattened into the join, the planner,
+// which knows only the average size of a partition, read the partition by its primary key and
+// compared every message's transactionId (1.5 s for 1000 items into a partition of 90k
+// messages, in a database of many small ones). A generic plan with a hash join had scanned all
+// of messages before that.
+const duplicateProbeSQL = `SELECT p.id, v.tx, m.id
+	FROM unnest($1::text[], $2::text[], $3::text[]) AS v(q, p, tx)
+	CROSS JOIN LATERAL (SELECT p.id FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
+		WHERE q.name = v.q) p
+	CROSS JOIN LATERAL (SELECT m.id FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m`
+
 // pushInTx creates missing queues and partitions, locks the target partitions in id order (the
 // lock serialises pushes per partition so sequence order equals commit order, and id order keeps
 // two concurrent batches from deadlocking), finds transactionIds already stored, numbers the new
@@ -139,14 +152,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		JOIN queen.queues q ON q.name = v.q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
 		ORDER BY p.id FOR UPDATE OF p`, pq, pp)
-	// LATERAL keeps this a per-item index probe whatever the planner thinks of the array's
-	// size; a generic plan with a hash join scanned all of messages.
-	b.Queue(`SELECT p.id, v.tx, m.id
-		FROM unnest($1::text[], $2::text[], $3::text[]) AS v(q, p, tx)
-		CROSS JOIN LATERAL (SELECT p.id FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
-			WHERE q.name = v.q) p
-		CROSS JOIN LATERAL (SELECT m.id FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx) m`,
-		txQ, txP, txIDs)
+	b.Queue(duplicateProbeSQL, txQ, txP, txIDs)
 	br := tx.SendBatch(ctx, b)
 	if explicit {
 		if _, err := br.Exec(); err != nil {

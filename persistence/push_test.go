@@ -219,3 +219,47 @@ func TestPushToEncryptedQueue(t *testing.T) {
 		})
 	}
 }
+
+// Each lookup of a message by transactionId reads one index entry per item, whatever
+// PostgreSQL knows of the partitions: here its statistics say a partition holds a message or two
+// (many small ones) and the partition looked in holds 5000, where reading the partition per
+// item costs 5000 rows each. The push's duplicate probe and the ack's lookup must each find
+// the one message that exists.
+func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
+	const big, n = 5000, 200
+	e := newStoreEnv(t)
+	pid := e.push(items("big", "p", "fill", "m1")...)[0].PartitionID
+	e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
+		SELECT $1, s, gen_random_uuid(), 'm' || s, '{}' FROM generate_series(2, $2) s`, pid, big)
+	e.exec(`INSERT INTO queen.queues (name) SELECT 'small' || g FROM generate_series(1, 50) g`)
+	e.exec(`INSERT INTO queen.partitions (queue_id, name) SELECT q.id, 'p' || g FROM queen.queues q, generate_series(1, 100) g
+		WHERE q.name LIKE 'small%'`)
+	e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
+		SELECT p.id, 1, gen_random_uuid(), 'x', '{}' FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.name LIKE 'small%'`)
+	for _, table := range []string{"queues", "partitions", "messages"} {
+		e.exec(`ANALYZE queen.` + table)
+	}
+	queues, partitions, pids, txs, scopes := make([]string, n), make([]string, n), make([][16]byte, n), make([]string, n), make([]string, n)
+	for i := range n {
+		queues[i], partitions[i], pids[i], txs[i] = persistence.QueueName{Name: "big"}.Stored(), "p", pid, fmt.Sprintf("new-%d", i)
+	}
+	txs[0] = "m2"
+	for _, tc := range []struct {
+		name  string
+		sql   string
+		args  []any
+		found string // counts the messages found in the rows r of sql
+	}{
+		{"push", persistence.DuplicateProbeSQL, []any{queues, partitions, txs}, "SELECT count(*) FROM (%s) r"},
+		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes}, "SELECT count(seq) FROM (%s) r(ord, seq)"},
+	} {
+		read := explainReads(t, e, e.s, "SET LOCAL plan_cache_mode = force_custom_plan", tc.sql, tc.args)
+		if read["messages"] > n {
+			t.Errorf("%s: the lookup of %d items read %d messages; want at most one per item", tc.name, n, read["messages"])
+		}
+		if found := e.count(fmt.Sprintf(tc.found, tc.sql), tc.args...); found != 1 {
+			t.Errorf("%s: the lookup found %d messages, want 1 (m2)", tc.name, found)
+		}
+	}
+}

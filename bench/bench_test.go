@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"queen/config"
 	"queen/persistence/pgtest"
 	"queen/server"
@@ -270,6 +272,54 @@ func TestScaleSmoke(t *testing.T) {
 	for _, op := range scaleOps {
 		if !strings.Contains(string(b), op) {
 			t.Fatalf("the chart has no legend entry %q", op)
+		}
+	}
+}
+
+// TestFillSpreadsEvenly pre-fills partitions of several queues with runs that do not divide
+// a request: every partition must end with its run, none left empty (an empty queue turns each
+// long-poll of a scale point into a one-second wait).
+func TestFillSpreadsEvenly(t *testing.T) {
+	tg := target(t)
+	c, err := tg.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = 90
+	queues := []string{freshQueue("fill-a"), freshQueue("fill-b"), freshQueue("fill-c")}
+	parts := partitionNames(30)
+	led := newLedger(fillProducers)
+	var errs errorCounts
+	if _, err := fill(ctx(t), "fill", []*client{c}, queues, parts, 64, int64(run*len(parts)), run, led, &errs); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx(t), tg.PGConn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx(t), `SELECT q.name || '/' || p.name, count(m.*) FROM queen.partitions p
+		JOIN queen.queues q ON q.id = p.queue_id LEFT JOIN queen.messages m ON m.partition_id = p.id GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(0, c, queues[0], parts, 64, led, &errs)
+	p.queues = queues
+	for k, part := range parts {
+		if name := p.queueOf(k) + "/" + part; got[name] != run {
+			t.Errorf("%s holds %d messages, want %d", name, got[name], run)
 		}
 	}
 }

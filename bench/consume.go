@@ -223,9 +223,7 @@ func fill(ctx context.Context, label string, clients []*client, queues, parts []
 				if k-fillBatch >= messages {
 					return
 				}
-				// Request r starts where request r-1's partitions end.
-				first := int((k/fillBatch - 1) * int64(fillBatch/run) % int64(len(parts)))
-				p.pushSpread(first, int(min(fillBatch, messages-(k-fillBatch))), run)
+				p.pushSpread(int(k-fillBatch), int(min(fillBatch, messages-(k-fillBatch))), run)
 			}
 		}()
 	}

@@ -51,17 +51,19 @@ func newProducer(id int, c *client, queue string, parts []string, size int, led 
 
 // push sends one request of n messages to partition k and returns how many were stored:
 // answered queued, or buffered when spooled.
-func (p *producer) push(k, n int) int { return p.pushSpread(k, n, n) }
+func (p *producer) push(k, n int) int { return p.pushSpread(k*n, n, n) }
 
-// pushSpread is push with the n messages spread over consecutive partitions from k, run
-// messages each: one request then fills many partitions (a pre-fill of 100k partitions).
-func (p *producer) pushSpread(k, n, run int) int {
+// pushSpread pushes messages m to m+n-1 of a sequence that gives each partition in turn run
+// messages: message i goes to partition i/run (round the partitions). One request then fills
+// many partitions (a pre-fill of 100k partitions), and consecutive requests fill every
+// partition evenly whether or not a request ends where a partition's run does.
+func (p *producer) pushSpread(m, n, run int) int {
 	b := append(p.body[:0], `{"items":[`...)
 	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		kk := (k + i/run) % len(p.parts)
+		kk := (m + i) / run % len(p.parts)
 		b = append(b, `{"queue":`...)
 		b = appendJSONString(b, p.queueOf(kk))
 		b = append(b, `,"partition":`...)

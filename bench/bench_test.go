@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,6 +273,38 @@ func TestScaleSmoke(t *testing.T) {
 	for _, op := range scaleOps {
 		if !strings.Contains(string(b), op) {
 			t.Fatalf("the chart has no legend entry %q", op)
+		}
+	}
+}
+
+// TestConsumersGoRoundTheQueuesTogether: whatever order the consumers of one set of readers
+// pop in, any run of as many pops as there are queues visits each queue once, so no consumer
+// follows another into a queue it has just drained.
+func TestConsumersGoRoundTheQueuesTogether(t *testing.T) {
+	c, err := newClient("http://127.0.0.1:1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := []string{"q0", "q1", "q2", "q3", "q4"}
+	rd := readers{clients: []*client{c}, queues: queues, turn: new(atomic.Int64)}
+	var consumers []*consumer
+	for slot := range 3 {
+		consumers = append(consumers, newConsumer(rd, slot, "", 10, true, nil, nil))
+	}
+	var visits []string
+	for round := range 4 {
+		for i := range consumers {
+			// A different consumer leads each round, as their pops finish in any order.
+			visits = append(visits, consumers[(i+round)%len(consumers)].nextPath())
+		}
+	}
+	for i := 0; i+len(queues) <= len(visits); i++ {
+		seen := map[string]bool{}
+		for _, v := range visits[i : i+len(queues)] {
+			if seen[v] {
+				t.Fatalf("pops %d to %d visit %s twice: %q", i, i+len(queues)-1, v, visits)
+			}
+			seen[v] = true
 		}
 	}
 }

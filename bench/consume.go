@@ -59,7 +59,7 @@ func displayGroup(g string) string {
 type consumer struct {
 	conn    *conn
 	paths   []string // one pop path per queue
-	next    int
+	turn    *atomic.Int64
 	group   string
 	autoAck bool
 	log     *groupLog
@@ -67,12 +67,17 @@ type consumer struct {
 	ackBuf  []byte
 }
 
-// readers is where consumers pop: consumer i talks to broker clients[i%len(clients)] and rotates
-// over queues, starting at its own; partitions is the pop's partitions parameter (0: omitted).
+// readers is where consumers pop: consumer i talks to broker clients[i%len(clients)];
+// partitions is the pop's partitions parameter (0: omitted). With several queues, every pop
+// takes the next queue of turn, which all consumers of the readers share, also from one run of
+// consumers to the next: the queues are drained evenly, so a pop finds an empty queue only once
+// all are nearly empty. Consumers going round on their own would each visit every queue and
+// find the ones a consumer ahead of them had just drained, each costing a full long-poll.
 type readers struct {
 	clients    []*client
 	queues     []string
 	partitions int
+	turn       *atomic.Int64
 }
 
 func oneQueue(c *client, queue string) readers {
@@ -80,7 +85,7 @@ func oneQueue(c *client, queue string) readers {
 }
 
 func newConsumer(r readers, slot int, group string, batch int, autoAck bool, g *groupLog, errs *errorCounts) *consumer {
-	cn := &consumer{conn: r.clients[slot%len(r.clients)].conn(), next: slot, group: group, autoAck: autoAck, log: g, errs: errs}
+	cn := &consumer{conn: r.clients[slot%len(r.clients)].conn(), turn: r.turn, group: group, autoAck: autoAck, log: g, errs: errs}
 	for _, q := range r.queues {
 		// timeout=1000: the pop; a long-poll that finds nothing costs a request per second.
 		p := popParams{queue: q, group: group, batch: batch, wait: true, timeout: time.Second, autoAck: autoAck, partitions: r.partitions}
@@ -89,13 +94,19 @@ func newConsumer(r readers, slot int, group string, batch int, autoAck bool, g *
 	return cn
 }
 
+// nextPath is the pop path of the next cycle: the queue's, or the next of the readers' turn.
+func (c *consumer) nextPath() string {
+	if len(c.paths) == 1 {
+		return c.paths[0]
+	}
+	return c.paths[c.turn.Add(1)%int64(len(c.paths))]
+}
+
 // cycle is one pop and, unless autoAck, one ack of what it brought. It returns the messages
 // received, the HTTP requests sent, and the group's count after recording them.
 func (c *consumer) cycle() (n, reqs int, total int64) {
 	sent := now()
-	path := c.paths[c.next%len(c.paths)]
-	c.next++
-	msgs, err := c.conn.pop(path)
+	msgs, err := c.conn.pop(c.nextPath())
 	if err != nil {
 		c.errs.note(err)
 		time.Sleep(50 * time.Millisecond) // no hot loop against a failing broker

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,6 +102,7 @@ type ScaleFigures struct {
 	// the pre-filled depth, so that every point serves full batches.
 	PopPartitions  int     `json:"popPartitions,omitempty"`
 	MsgPerPop      float64 `json:"msgPerPop,omitempty"`    // pops that brought messages
+	EmptyPops      int64   `json:"emptyPops,omitempty"`    // in the window, that brought nothing or failed
 	Prefilled      int64   `json:"prefilled"`              // messages pushed before the pops
 	PrefillSeconds float64 `json:"prefillSeconds"`         // of the point's setup
 	SetupSeconds   float64 `json:"setupSeconds"`           // brokers started and pre-fill
@@ -177,7 +179,7 @@ func scalePoint(ctx context.Context, cfg ScaleConfig, dim string, value int, l s
 		logs[i] = newGroupLog(g, parts, cfg.Size)
 	}
 	perGroupConsumers := max(1, cfg.Consumers/len(groups))
-	rd := readers{clients: clients, queues: queues, partitions: popParts}
+	rd := readers{clients: clients, queues: queues, partitions: popParts, turn: new(atomic.Int64)}
 	for _, op := range []string{opPopAck, opAutoAck} {
 		expect, autoAck := wAck, false
 		if op == opAutoAck {
@@ -199,12 +201,17 @@ func scalePoint(ctx context.Context, cfg ScaleConfig, dim string, value int, l s
 		if r.Latency.N > 0 {
 			r.Scale.MsgPerPop = float64(r.Messages) / float64(r.Latency.N)
 		}
+		reqsPerCycle := int64(2) // pop and ack
+		if autoAck {
+			reqsPerCycle = 1
+		}
+		r.Scale.EmptyPops = st.reqs.Load() - reqsPerCycle*int64(r.Latency.N)
 		mode := "queue mode"
 		if l.Groups > 0 {
 			mode = fmt.Sprintf("%d group(s)", l.Groups)
 		}
-		r.note("%s, %d consumer(s) each, pops of %d over up to %d partition(s): %.1f messages per pop that brought any",
-			mode, perGroupConsumers, cfg.Batch, popParts, r.Scale.MsgPerPop)
+		r.note("%s, %d consumer(s) each, pops of %d over up to %d partition(s): %.1f messages per pop that brought any, %d pop(s) empty",
+			mode, perGroupConsumers, cfg.Batch, popParts, r.Scale.MsgPerPop, r.Scale.EmptyPops)
 		if w.endedEarly() {
 			r.note("the groups took their %s messages after %.1f s of the %.1f s window: the rate is over that time", count(expect), r.Seconds, cfg.Duration.Seconds())
 		}

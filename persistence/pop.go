@@ -284,7 +284,9 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	start := len(res.Messages)
 	claimed, cut := false, false
 	// Nullable columns scan into pgtype values: scanning into uuid.NullUUID or a *string would
-	// cost an allocation per message.
+	// cost an allocation per message. The payload scans as bytes: PostgreSQL's jsonb output is
+	// valid JSON, and scanned as a json.RawMessage pgx would run encoding/json's validation over
+	// every payload (a tenth of the broker's CPU in pop+ack).
 	var (
 		seq     pgtype.Int8
 		trace   pgtype.UUID
@@ -294,7 +296,7 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	for rows.Next() {
 		claimed = true
 		var m Message
-		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &trace, &m.Payload, &m.CreatedAt, &sub, &m.Encrypted, &visible); err != nil {
+		if err := rows.Scan(&seq, &m.ID, &m.TransactionID, &trace, (*[]byte)(&m.Payload), &m.CreatedAt, &sub, &m.Encrypted, &visible); err != nil {
 			rows.Close()
 			return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
 		}

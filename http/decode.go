@@ -374,19 +374,25 @@ func groupName(g, field string) (string, error) {
 
 // decodeAckBatch decodes the /ack/batch body.
 func decodeAckBatch(body []byte) ([]persistence.AckItem, error) {
+	// One pass of encoding/json: decoding the array as raw JSON first and then again into
+	// ackJSON validated and copied it twice. A type error (acknowledgments not an array of
+	// objects) does not stop the decoding of the other fields, so consumerGroup is checked
+	// first, as it is in every other body.
 	var req struct {
 		ConsumerGroup   json.RawMessage `json:"consumerGroup"`
-		Acknowledgments json.RawMessage `json:"acknowledgments"`
+		Acknowledgments []ackJSON       `json:"acknowledgments"`
 	}
-	if err := parseBody(body, &req); err != nil {
+	err := parseBody(body, &req)
+	var typeErr *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &typeErr) {
 		return nil, err
 	}
-	group, err := stringField(req.ConsumerGroup, "consumerGroup", "")
-	if err != nil {
-		return nil, err
+	group, gerr := stringField(req.ConsumerGroup, "consumerGroup", "")
+	if gerr != nil {
+		return nil, gerr
 	}
-	var raw []ackJSON
-	if len(req.Acknowledgments) == 0 || req.Acknowledgments[0] != '[' || json.Unmarshal(req.Acknowledgments, &raw) != nil {
+	raw := req.Acknowledgments
+	if err != nil || raw == nil {
 		return nil, badf("acknowledgments array is required")
 	}
 	out := make([]persistence.AckItem, len(raw))

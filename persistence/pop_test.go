@@ -125,16 +125,8 @@ func TestPopClaimRechecksTheLease(t *testing.T) {
 			if _, err := other.Exec(e.ctx, `SELECT 1 FROM queen.partition_consumers WHERE partition_id = $1 FOR UPDATE`, pid); err != nil {
 				t.Fatal(err)
 			}
-			type popped struct {
-				res persistence.PopResult
-				err error
-			}
-			done := make(chan popped, 1)
-			go func() {
-				res, err := e.s.Pop(e.ctx, persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Group: persistence.QueueMode,
-					Batch: 10, Partitions: 1, LeaseID: uuid.New()})
-				done <- popped{res, err}
-			}()
+			done := e.popInBackground(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition,
+				Group: persistence.QueueMode, Batch: 10, Partitions: 1, LeaseID: uuid.New()})
 			e.awaitLockWait(func() bool { return len(done) > 0 })
 			if _, err := other.Exec(e.ctx, `UPDATE queen.partition_consumers SET lease_id = $2,
 				lease_expires_at = now() + interval '1 hour', lease_end_seq = 2 WHERE partition_id = $1`, pid, strangerLease); err != nil {

@@ -175,16 +175,8 @@ func TestWildcardPopSkipsARowAnotherTransactionHolds(t *testing.T) {
 		WHERE p.name = 'p0000' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	type popped struct {
-		res persistence.PopResult
-		err error
-	}
-	done := make(chan popped, 1)
-	go func() {
-		res, err := e.s.Pop(e.ctx, persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: persistence.QueueMode,
-			Batch: 1, Partitions: 1, LeaseID: uuid.New()})
-		done <- popped{res, err}
-	}()
+	done := e.popInBackground(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: persistence.QueueMode,
+		Batch: 1, Partitions: 1, LeaseID: uuid.New()})
 	got := awaitNoLockWait(e, done)
 	if got.err != nil {
 		t.Fatal(got.err)

@@ -132,6 +132,23 @@ func (e *storeEnv) awaitLockWait(finished func() bool) {
 	}
 }
 
+// popped is what a pop run in the background returned.
+type popped struct {
+	res persistence.PopResult
+	err error
+}
+
+// popInBackground runs r off the test's goroutine, so that the test can watch it wait for, or
+// skip, a row another transaction holds; the answer arrives on the channel.
+func (e *storeEnv) popInBackground(r persistence.PopRequest) <-chan popped {
+	done := make(chan popped, 1)
+	go func() {
+		res, err := e.s.Pop(e.ctx, r)
+		done <- popped{res, err}
+	}()
+	return done
+}
+
 // awaitNoLockWait returns what a statement run in the background sends on done, and fails the
 // test if a session of the test's database waits for a lock before it is sent (the statement
 // was expected not to wait).

@@ -418,10 +418,14 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 		}
 		a.answer(w, PopReply{Err: m.err})
 	case delivered || !w.req.Wait:
-		if delivered && w.key != nil {
+		if k := w.key; delivered && k != nil {
 			// There was something to take: the others of the key may find more (another
-			// partition, the rest of a batch), so the next of them re-checks at once.
-			w.key.checks, w.key.next = 0, time.Time{}
+			// partition, the rest of a batch), so the next of them re-checks at once, even
+			// while other pops of the key run: the schedule waits for those, and on a busy key
+			// a parked pop would wait out its deadline while fresh pops beside it are served.
+			// Owed only to a pop that is parked now (not w, not one running).
+			k.checks, k.next = 0, time.Time{}
+			k.wakes = min(k.wakes+1, k.members-k.running-1)
 		}
 		a.answer(w, PopReply{Result: m.result})
 	case a.deps.Maintenance.Pop():

@@ -205,3 +205,51 @@ func TestParkedGaugeOnlyForQueuesThatExist(t *testing.T) {
 		}
 	})
 }
+
+// A pop that brings messages lets a parked pop of its key re-check at once, even while other
+// pops of the key are still running: otherwise a busy key's parked pops would wait out their
+// deadline while the fresh pops beside them are served.
+func TestDeliveryReRunsAParkedPopWhileOthersRun(t *testing.T) {
+	p := newPG(t)
+	err := p.do(func(ctx context.Context, s *persistence.Store) error { // another broker's push
+		_, err := s.Push(ctx, pushOf("dq", "p1", "p2", "p3").Items)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		b := startBroker(t, p, nil)
+		b.gate.hold(true, false)
+		parked := park(b.System, popOf("dq", "g"), time.Now().Add(time.Hour))
+		fresh := func() chan PopReply {
+			reply := make(chan PopReply, 1)
+			b.Pop(&PopRequest{Pop: popOf("dq", "g"), Wait: true, Deadline: time.Now().Add(time.Hour), Reply: reply})
+			return reply
+		}
+		first, second := fresh(), fresh()
+		synctest.Wait()
+		running := b.gate.takePops()
+		if len(running) != 2 {
+			t.Fatalf("%d database pops for two fresh pops and a parked one, want 2", len(running))
+		}
+		close(running[0].release)
+		synctest.Wait()
+		r, ok := received(first)
+		if !ok {
+			r, ok = received(second)
+		}
+		if !ok || len(r.Result.Messages) != 1 {
+			t.Fatalf("the released pop answered %+v (%v), want one message", r, ok)
+		}
+		if rerun := b.gate.takePops(); len(rerun) != 1 {
+			t.Fatalf("%d database pops after a delivery while another pop of the key runs, want the parked pop's re-check", len(rerun))
+		} else {
+			close(rerun[0].release)
+		}
+		synctest.Wait()
+		if r, ok := received(parked); !ok || len(r.Result.Messages) != 1 {
+			t.Fatalf("the parked pop answered %+v (%v), want one message", r, ok)
+		}
+	})
+}

@@ -63,6 +63,19 @@ func (p *pg) do(f func(ctx context.Context, s *persistence.Store) error) error {
 	return err
 }
 
+// storeAsAnotherBroker stores req's items as another broker's push would: the test's actors
+// hear nothing of it.
+func (p *pg) storeAsAnotherBroker(t *testing.T, req *PushRequest) {
+	t.Helper()
+	err := p.do(func(ctx context.Context, s *persistence.Store) error {
+		_, err := s.Push(ctx, req.Items)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // gate is the actors' Database and PushSubmitter in a bubble: every call runs on the real
 // database, and the test decides when: a held pop or push waits until the test releases it.
 type gate struct {

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 
@@ -14,13 +13,7 @@ import (
 // leased), and the third pop starts after a, not after b.
 func TestWildcardPopsGoOnFromTheLastPosition(t *testing.T) {
 	p := newPG(t)
-	err := p.do(func(ctx context.Context, s *persistence.Store) error {
-		_, err := s.Push(ctx, pushOf("rq", "a", "b", "c", "d").Items)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.storeAsAnotherBroker(t, pushOf("rq", "a", "b", "c", "d"))
 	synctest.Test(t, func(t *testing.T) {
 		b := startBroker(t, p, nil)
 		b.gate.hold(true, false)

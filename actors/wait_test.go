@@ -15,13 +15,7 @@ import (
 // re-runs one pop per key.
 func TestWakeReRunsAtMostOnePopPerPartitionAndGroup(t *testing.T) {
 	p := newPG(t)
-	err := p.do(func(ctx context.Context, s *persistence.Store) error { // another broker's push
-		_, err := s.Push(ctx, pushOf("wq", "p1", "p2").Items)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.storeAsAnotherBroker(t, pushOf("wq", "p1", "p2"))
 	filtered := func(group, partition string) persistence.PopRequest {
 		r := popOf("wq", group)
 		r.Partition = partition
@@ -211,13 +205,7 @@ func TestParkedGaugeOnlyForQueuesThatExist(t *testing.T) {
 // deadline while the fresh pops beside them are served.
 func TestDeliveryReRunsAParkedPopWhileOthersRun(t *testing.T) {
 	p := newPG(t)
-	err := p.do(func(ctx context.Context, s *persistence.Store) error { // another broker's push
-		_, err := s.Push(ctx, pushOf("dq", "p1", "p2", "p3").Items)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.storeAsAnotherBroker(t, pushOf("dq", "p1", "p2", "p3"))
 	synctest.Test(t, func(t *testing.T) {
 		b := startBroker(t, p, nil)
 		b.gate.hold(true, false)

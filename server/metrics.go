@@ -45,6 +45,10 @@ type observability struct {
 	failing  bool // the last read failed (logged once per outage)
 	dropping bool // the last read left queues or groups out (logged once)
 	lastRead atomic.Int64
+	// readAfter is when the next periodic read is due: later than the next tick after a slow
+	// read (see readPeriod); paced says the last one was (logged once per stretch).
+	readAfter time.Time
+	paced     bool
 }
 
 func newObservability(cfg config.Config, log *slog.Logger) *observability {
@@ -121,13 +125,13 @@ func (o *observability) stop() {
 	o.flush(ctx)
 }
 
-// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS, sampling the statistics'
+// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS or slower (readPeriod), sampling the statistics'
 // figures each time; it flushes the statistics at the start of every minute; and it does
 // either whenever asked.
 func (o *observability) readLoop(ctx context.Context) {
 	defer o.loops.Done()
 	if o.cfg.MetricsRefresh > 0 {
-		_ = o.read(ctx)
+		o.periodicRead(ctx)
 	}
 	reads := tick(o.cfg.MetricsRefresh)
 	defer reads.Stop()
@@ -139,7 +143,7 @@ func (o *observability) readLoop(ctx context.Context) {
 			return
 		case <-reads.C:
 			o.stats.sample()
-			_ = o.read(ctx)
+			o.periodicRead(ctx)
 		case reply := <-o.reads:
 			reply <- o.read(ctx)
 		case <-minute.C:
@@ -195,6 +199,44 @@ func (o *observability) flushNow(ctx context.Context) (flushOutcome, error) {
 func (b *Broker) FlushStats(ctx context.Context) error {
 	_, err := b.obs.flushNow(ctx)
 	return err
+}
+
+// The periodic read's cost grows with the partitions that hold a backlog (seconds of
+// PostgreSQL at 100k of them). After a read that took d the next one waits readPace×d, so that
+// the read keeps to about a twentieth of one database connection's time, but never more than
+// maxReadPeriod, so that the refresh age stays under the 60 s QueenMetricsReadStale alert. A
+// QUEEN_METRICS_REFRESH_MS above that is kept as it is.
+const (
+	readPace      = 20
+	maxReadPeriod = 45 * time.Second
+)
+
+// readPeriod is the time from the start of a read that took took to the next one.
+func readPeriod(refresh, took time.Duration) time.Duration {
+	return max(refresh, min(readPace*took, maxReadPeriod))
+}
+
+// periodicRead reads unless the last read was slow enough to push the next one past this tick
+// (see readPeriod), and says so in the log when the period stretches and when it is back.
+func (o *observability) periodicRead(ctx context.Context) {
+	start := time.Now()
+	if start.Before(o.readAfter) {
+		return
+	}
+	period := o.cfg.MetricsRefresh
+	if err := o.read(ctx); err == nil {
+		period = readPeriod(period, time.Since(start))
+	}
+	o.readAfter = start.Add(period)
+	switch paced := period > o.cfg.MetricsRefresh; {
+	case paced && !o.paced:
+		o.log.Warn("the metrics read is slow: the per-queue and per-group families are read less often than QUEEN_METRICS_REFRESH_MS until it is fast again",
+			"took", time.Since(start).Round(time.Millisecond), "period", period.Round(time.Second), "refresh", o.cfg.MetricsRefresh)
+		o.paced = true
+	case !paced && o.paced:
+		o.log.Info("the metrics read is fast again: back to QUEEN_METRICS_REFRESH_MS", "refresh", o.cfg.MetricsRefresh)
+		o.paced = false
+	}
 }
 
 // read adds this broker's counters to the cluster's, reads the backlogs and the cluster's

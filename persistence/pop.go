@@ -70,8 +70,9 @@ type PopResult struct {
 }
 
 // Pop claims partitions for the group and reads their next messages, in one transaction of
-// three round trips in the common case: BEGIN with the candidate lookup, one claim-and-read
-// statement per partition, and the bookkeeping updates with COMMIT.
+// three round trips in the common case: BEGIN with the candidate lookup, the claim-and-read
+// statements of the partitions the batch needs (pipelined), and the bookkeeping updates with
+// COMMIT.
 func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	var res PopResult
 	queue := r.Queue.Stored()
@@ -150,6 +151,7 @@ type popCandidate struct {
 	id        uuid.UUID
 	name      string
 	lastSeq   int64 // as the wildcard search saw it
+	waiting   int64 // messages after the group's cursor as the wildcard search saw them
 	leaseTime int
 	delay     int
 	hasRow    bool
@@ -245,17 +247,30 @@ const (
 )
 
 // claimAndRead leases one partition for the group and reads up to limit messages after the
-// group's cursor, in one statement. A wildcard claim (skipBusy) never waits for a row lock and
-// does not claim a partition the group has read up to since the search. A claim that finds
-// nothing visible releases the lease again; for a wildcard pop such a partition is not reported
-// as claimed. The statement answers no row when the claim failed, and one row with NULL message
-// columns when it succeeded on an empty partition.
+// group's cursor, in one statement (see claimStatement and readClaim).
 func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, limit int, skipBusy bool, res *PopResult) (bool, error) {
+	sql, args, err := p.claimStatement(ctx, r, c, limit, skipBusy)
+	if err != nil {
+		return false, err
+	}
+	rows, err := p.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
+	}
+	return p.readClaim(rows, r, c, skipBusy, res)
+}
+
+// claimStatement is the statement that leases partition c for the group and reads up to limit
+// messages after the group's cursor. A wildcard claim (skipBusy) never waits for a row lock and
+// does not claim a partition the group has read up to since the search. The statement answers
+// no row when the claim failed, and one row with NULL message columns when it succeeded on an
+// empty partition.
+func (p *popTx) claimStatement(ctx context.Context, r PopRequest, c popCandidate, limit int, skipBusy bool) (string, []any, error) {
 	seed := int64(0)
 	if !c.hasRow && r.Group != QueueMode {
 		var err error
 		if seed, err = subscriptionSeed(ctx, p.conn, p.queue, r, c); err != nil {
-			return false, err
+			return "", nil, err
 		}
 	}
 	leaseTime := c.leaseTime
@@ -269,17 +284,20 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	case skipBusy:
 		claim = claimNew
 	}
-	rows, err := p.conn.Query(ctx, `
-		WITH claim AS (`+claim+`)
+	return `
+		WITH claim AS (` + claim + `)
 		SELECT m.seq, COALESCE(m.id, '00000000-0000-0000-0000-000000000000'), COALESCE(m.transaction_id, ''),
 		       m.trace_id, m.payload, COALESCE(m.created_at, 'epoch'), m.producer_sub, COALESCE(m.is_encrypted, false),
 		       m.created_at <= now() - make_interval(secs => $7)
 		FROM claim LEFT JOIN LATERAL (
 			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $6) m ON true`,
-		c.id, r.Group, seed, r.LeaseID, leaseTime, limit, c.delay)
-	if err != nil {
-		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
-	}
+		[]any{c.id, r.Group, seed, r.LeaseID, leaseTime, limit, c.delay}, nil
+}
+
+// readClaim reads the answer of c's claimStatement into res, closing rows, and queues the
+// bookkeeping of the claim. A claim that finds nothing visible releases the lease again; for a
+// wildcard pop (skipBusy) such a partition is not reported as claimed.
+func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy bool, res *PopResult) (bool, error) {
 	part := Partition{ID: c.id, Name: c.name}
 	start := len(res.Messages)
 	claimed, cut := false, false

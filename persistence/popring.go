@@ -51,9 +51,10 @@ const ringPlan = `SELECT set_config('enable_seqscan', 'off', true), set_config('
 // lock is tried only on those rows, in ring order, after the sort: a lock taken further would
 // make concurrent pops skip partitions this pop does not claim.
 //
-// The candidates come first (id not NULL; n is last_seq); then one row (id NULL) with the
-// queue's settings, the last partition of the chunk and, in n, how many partitions the chunk
-// read. No such row means that no queue has this id and name.
+// The candidates come first (id not NULL; n is last_seq, waiting the messages after the group's
+// cursor); then one row (id NULL) with the queue's settings, the last partition of the chunk
+// and, in n, how many partitions the chunk read. No such row means that no queue has this id
+// and name.
 const ringStepSQL = `
 WITH q AS MATERIALIZED (
 	SELECT lease_time, delayed_processing, window_buffer FROM queen.queues WHERE id = $1 AND name = $2),
@@ -68,17 +69,17 @@ ring AS MATERIALIZED (
 		ORDER BY p.name LIMIT $7)) r
 	ORDER BY lap, name LIMIT $7),
 cand AS MATERIALIZED (
-	SELECT r.id, r.name, r.lap, r.last_seq, pc.partition_id IS NOT NULL AS has_row
+	SELECT r.id, r.name, r.lap, r.last_seq, pc.partition_id IS NOT NULL AS has_row, r.last_seq - COALESCE(pc.cursor_seq, 0) AS waiting
 	FROM ring r CROSS JOIN q
 	LEFT JOIN queen.partition_consumers pc ON pc.partition_id = r.id AND pc.consumer_group = $8
 	WHERE r.last_seq > COALESCE(pc.cursor_seq, 0)
 	  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 	  AND (q.window_buffer = 0 OR r.last_message_at <= now() - make_interval(secs => q.window_buffer))
 	ORDER BY r.lap, r.name)
-(SELECT id, name, lap, last_seq AS n, has_row, NULL::int AS lease_time, NULL::int AS delay FROM cand
+(SELECT id, name, lap, last_seq AS n, has_row, waiting, NULL::int AS lease_time, NULL::int AS delay FROM cand
 	WHERE pg_try_advisory_xact_lock(hashtextextended(id::text || '/' || $8, 0)) LIMIT $9)
 UNION ALL
-SELECT NULL, e.name, e.lap, (SELECT count(*) FROM ring), NULL, q.lease_time, q.delayed_processing
+SELECT NULL, e.name, e.lap, (SELECT count(*) FROM ring), NULL, NULL, q.lease_time, q.delayed_processing
 FROM q LEFT JOIN LATERAL (SELECT name, lap FROM ring ORDER BY lap DESC, name DESC LIMIT 1) e ON true`
 
 // ringWalk is one pop's way round the ring: lap 1 from after its starting point to the last
@@ -145,9 +146,10 @@ func (p *popTx) ringStep(ctx context.Context, id uuid.UUID, group string, w *rin
 			lap     *int
 			n       int64
 			hasRow  *bool
+			waiting *int64
 			lt, dly *int
 		)
-		if err := rows.Scan(&cid, &name, &lap, &n, &hasRow, &lt, &dly); err != nil {
+		if err := rows.Scan(&cid, &name, &lap, &n, &hasRow, &waiting, &lt, &dly); err != nil {
 			rows.Close()
 			return st, err
 		}
@@ -158,7 +160,7 @@ func (p *popTx) ringStep(ctx context.Context, id uuid.UUID, group string, w *rin
 			}
 			continue
 		}
-		c.id, c.name, c.hasRow, c.lastSeq = *cid, *name, *hasRow, n
+		c.id, c.name, c.hasRow, c.lastSeq, c.waiting = *cid, *name, *hasRow, n, *waiting
 		st.cands = append(st.cands, c)
 		st.lastCand = ringMark{*lap, *name}
 	}
@@ -213,7 +215,7 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 	}
 	res.Resume = pos
 	w := newRingWalk(pos)
-	budget, tries := r.Batch, 64+4*r.Partitions
+	tries := 64 + 4*r.Partitions
 	for chunk := firstRingChunk; ; {
 		want := min(r.Partitions-len(res.Partitions), tries)
 		if want <= 0 {
@@ -229,18 +231,16 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 			}
 			return errQueueMoved
 		}
-		for _, c := range st.cands {
-			tries--
-			before := len(res.Messages)
-			claimed, err := p.claimAndRead(ctx, r, c, budget, true, res)
+		for rest := st.cands; len(rest) > 0; {
+			n, err := p.claimSome(ctx, r, rest, r.Batch-len(res.Messages), res)
 			if err != nil {
 				return err
 			}
-			if claimed {
-				res.Resume = RingPosition{Queue: pos.Queue, Partition: c.name, Claimed: true}
+			rest, tries = rest[n:], tries-n
+			if k := len(res.Partitions); k > 0 {
+				res.Resume = RingPosition{Queue: pos.Queue, Partition: res.Partitions[k-1].Name, Claimed: true}
 			}
-			budget -= len(res.Messages) - before
-			if budget <= 0 || len(res.Partitions) >= r.Partitions {
+			if len(res.Messages) >= r.Batch || len(res.Partitions) >= r.Partitions {
 				return nil
 			}
 		}
@@ -263,4 +263,49 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 			chunk = min(4*chunk, maxRingChunk)
 		}
 	}
+}
+
+// claimSome claims candidates in ring order, in one round trip: the first n whose messages
+// waiting, as the search counted them, fill the budget (all of them if they do not). Each
+// claim but the last reads at most what the search counted in its partition and what the
+// budget leaves after the claims before it; the last reads what the budget leaves. The pop thus
+// never reads more than its budget, and a partition that received messages since the search
+// is read past the count when it is the last. A claim that comes back short (a lost claim, a
+// delayed message) leaves budget for the caller's next round. claimSome returns n.
+func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, budget int, res *PopResult) (int, error) {
+	n, counted := 0, int64(0)
+	for n < len(cands) && counted < int64(budget) {
+		counted += max(1, cands[n].waiting)
+		n++
+	}
+	b := &pgx.Batch{}
+	left := budget
+	for i, c := range cands[:n] {
+		limit := left
+		if i < n-1 {
+			limit = int(min(int64(left), max(1, c.waiting)))
+		}
+		sql, args, err := p.claimStatement(ctx, r, c, limit, true)
+		if err != nil {
+			return 0, err
+		}
+		b.Queue(sql, args...)
+		left -= limit
+	}
+	br := p.conn.SendBatch(ctx, b)
+	for _, c := range cands[:n] {
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return 0, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
+		}
+		if _, err := p.readClaim(rows, r, c, true, res); err != nil {
+			br.Close()
+			return 0, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
+	}
+	return n, nil
 }

@@ -292,3 +292,55 @@ type planNode struct {
 	Loops    float64    `json:"Actual Loops"`
 	Plans    []planNode `json:"Plans"`
 }
+
+// A pop whose batch needs many shallow partitions claims them together and spends the batch
+// exactly: twelve partitions of nine messages and a batch of 100 deliver the first eleven whole
+// and the first message of the twelfth, in order, each partition leased up to what it
+// delivered. Once they are acknowledged, the next pop brings the rest of the twelfth.
+func TestPopSpreadsItsBatchOverShallowPartitions(t *testing.T) {
+	e := newStoreEnv(t)
+	names := e.fillPartitions("q", 12, 9)
+	p := &popper{e: e}
+	req := persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 100, Partitions: 20}
+	first, lease := p.pop(req)
+	var want []string
+	for i, name := range names {
+		for k := 1; k <= 9 && (i < 11 || k == 1); k++ {
+			want = append(want, fmt.Sprintf("%s/%d", name, k))
+		}
+	}
+	var got []string
+	var acks []persistence.AckItem
+	for _, m := range first.Messages {
+		got = append(got, m.TransactionID)
+		acks = append(acks, ackOf(m, persistence.QueueMode, lease, persistence.AckCompleted))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("first pop delivered %v, want %v", got, want)
+	}
+	if len(first.Partitions) != 12 {
+		t.Fatalf("first pop claimed %d partitions, want 12", len(first.Partitions))
+	}
+	for i, part := range first.Partitions {
+		end := int64(9)
+		if i == 11 {
+			end = 1
+		}
+		e.checkConsumer(part.ID, persistence.QueueMode, lease, consumerRow{LeaseID: lease, LeaseEnd: end})
+	}
+	if _, err := e.s.Ack(e.ctx, acks); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := p.pop(req)
+	got = nil
+	for _, m := range second.Messages {
+		got = append(got, m.TransactionID)
+	}
+	want = want[:0]
+	for k := 2; k <= 9; k++ {
+		want = append(want, fmt.Sprintf("%s/%d", names[11], k))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("second pop delivered %v, want %v", got, want)
+	}
+}

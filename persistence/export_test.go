@@ -15,3 +15,13 @@ func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, wa
 const DuplicateProbeSQL = duplicateProbeSQL
 
 var AckedMessagesSQL = ackedMessagesSQL
+
+// WildcardClaim returns the settings a wildcard pop runs its claims under and the statement of
+// a claim of a partition the group has a row for (idle) or not, for the test of its plan.
+func WildcardClaim(idle bool) (settings []string, sql string) {
+	claim := claimNew
+	if idle {
+		claim = claimIdle
+	}
+	return []string{ringPlan, genericPlans}, claimReadSQL(claim)
+}

@@ -284,14 +284,20 @@ func (p *popTx) claimStatement(ctx context.Context, r PopRequest, c popCandidate
 	case skipBusy:
 		claim = claimNew
 	}
+	return claimReadSQL(claim), []any{c.id, r.Group, seed, r.LeaseID, leaseTime, limit, c.delay}, nil
+}
+
+// claimReadSQL is the statement of a claim (claimWait, claimIdle, claimNew) that reads the
+// partition's next $6 messages after the group's cursor, each with whether it is older than
+// the queue's delayed processing ($7 seconds).
+func claimReadSQL(claim string) string {
 	return `
 		WITH claim AS (` + claim + `)
 		SELECT m.seq, COALESCE(m.id, '00000000-0000-0000-0000-000000000000'), COALESCE(m.transaction_id, ''),
 		       m.trace_id, m.payload, COALESCE(m.created_at, 'epoch'), m.producer_sub, COALESCE(m.is_encrypted, false),
 		       m.created_at <= now() - make_interval(secs => $7)
 		FROM claim LEFT JOIN LATERAL (
-			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $6) m ON true`,
-		[]any{c.id, r.Group, seed, r.LeaseID, leaseTime, limit, c.delay}, nil
+			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $6) m ON true`
 }
 
 // readClaim reads the answer of c's claimStatement into res, closing rows, and queues the

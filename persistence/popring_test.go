@@ -1,12 +1,14 @@
 package persistence_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"queen/persistence"
 )
@@ -246,7 +248,7 @@ func TestPopSearchReadsAChunk(t *testing.T) {
 			e.exec(`ANALYZE queen.partition_consumers`)
 		}
 		settings, sql, args := persistence.RingStep(queueID, persistence.QueueName{Name: "q"}, persistence.QueueMode, "p1000", chunk, 1)
-		read := explainReads(t, e, s, settings, sql, args)
+		read := explainReads(t, e, s.Pool(), sql, args, settings)
 		if read["partitions"] > 2*chunk || read["partition_consumers"] > chunk {
 			t.Errorf("analyzed %v: a step read %d partitions and %d cursors; want at most %d and %d",
 				analyzed, read["partitions"], read["partition_consumers"], 2*chunk, chunk)
@@ -254,17 +256,21 @@ func TestPopSearchReadsAChunk(t *testing.T) {
 	}
 }
 
-// explainReads runs settings, then sql under EXPLAIN ANALYZE, in a transaction it rolls back, and returns the
-// rows each table's scans returned, over all their loops.
-func explainReads(t *testing.T, e *storeEnv, s *persistence.Store, settings, sql string, args []any) map[string]int {
+// explainReads runs settings, then sql under EXPLAIN ANALYZE, in a transaction of db it rolls
+// back, and returns the rows each table's scans returned, over all their loops.
+func explainReads(t *testing.T, e *storeEnv, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args []any, settings ...string) map[string]int {
 	t.Helper()
-	tx, err := s.Pool().Begin(e.ctx)
+	tx, err := db.Begin(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(e.ctx)
-	if _, err := tx.Exec(e.ctx, settings); err != nil {
-		t.Fatal(err)
+	for _, set := range settings {
+		if _, err := tx.Exec(e.ctx, set); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var plan []struct {
 		Plan planNode `json:"Plan"`
@@ -275,7 +281,7 @@ func explainReads(t *testing.T, e *storeEnv, s *persistence.Store, settings, sql
 	read := map[string]int{}
 	var walk func(n planNode)
 	walk = func(n planNode) {
-		if n.Relation != "" {
+		if n.Relation != "" && n.Node != "ModifyTable" { // scans only: not the rows written
 			read[n.Relation] += int(n.Rows * n.Loops)
 		}
 		for _, c := range n.Plans {
@@ -287,6 +293,7 @@ func explainReads(t *testing.T, e *storeEnv, s *persistence.Store, settings, sql
 }
 
 type planNode struct {
+	Node     string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
 	Rows     float64    `json:"Actual Rows"`
 	Loops    float64    `json:"Actual Loops"`
@@ -342,5 +349,60 @@ func TestPopSpreadsItsBatchOverShallowPartitions(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("second pop delivered %v, want %v", got, want)
+	}
+}
+
+// The claims of a wildcard pop run on generic plans, made once per connection and kept, maybe
+// while the tables hold next to nothing. A plan made on a queue of one message must still read
+// the group's row and the partition's next messages by index once the partition holds
+// thousands of messages among thousands of partitions and cursors.
+func TestClaimPlansMadeOnEmptyTablesReadByIndex(t *testing.T) {
+	const limit = 10
+	for _, idle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("row exists %v", idle), func(t *testing.T) {
+			e := newStoreEnv(t)
+			pid := e.push(items("q", "p", "fill", "m1")...)[0].PartitionID
+			if idle {
+				e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group) VALUES ($1, $2)`, pid, persistence.QueueMode)
+			}
+			s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), persistence.PoolOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			conn, err := s.Pool().Acquire(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			settings, sql := persistence.WildcardClaim(idle)
+			if _, err := conn.Exec(e.ctx, "PREPARE claim AS "+sql); err != nil {
+				t.Fatal(err)
+			}
+			// $3 is the cursor of a new row, or the last_seq the search saw.
+			execute := func(cursor int64) string {
+				return fmt.Sprintf("EXECUTE claim('%s', '%s', %d, '%s', 60, %d, 0)", pid, persistence.QueueMode, cursor, uuid.New(), limit)
+			}
+			explainReads(t, e, conn, execute(0), nil, settings...) // makes the plan
+
+			e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
+				SELECT $1, s, gen_random_uuid(), 'm' || s, '{}' FROM generate_series(2, 5000) s`, pid)
+			e.exec(`INSERT INTO queen.partitions (queue_id, name) SELECT queue_id, 'x' || g FROM queen.partitions, generate_series(1, 2000) g`)
+			e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
+				SELECT p.id, s, gen_random_uuid(), 'm' || s, '{}' FROM queen.partitions p, generate_series(1, 3) s WHERE p.name LIKE 'x%'`)
+			e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+				SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g WHERE p.name LIKE 'x%'`)
+
+			cursor := int64(100)
+			if idle {
+				cursor = 5000 // the last_seq the search saw; the row's cursor is 0
+			}
+			read := explainReads(t, e, conn, execute(cursor), nil, settings...)
+			// The group's row is read once to lock it and once to update it.
+			if read["messages"] != limit || read["partition_consumers"] > 2 {
+				t.Errorf("a claim of %d messages read %d messages and %d cursors; want %d and at most 2",
+					limit, read["messages"], read["partition_consumers"], limit)
+			}
+		})
 	}
 }

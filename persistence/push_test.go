@@ -254,7 +254,7 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 		{"push", persistence.DuplicateProbeSQL, []any{queues, partitions, txs}, "SELECT count(*) FROM (%s) r"},
 		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes}, "SELECT count(seq) FROM (%s) r(ord, seq)"},
 	} {
-		read := explainReads(t, e, e.s, "SET LOCAL plan_cache_mode = force_custom_plan", tc.sql, tc.args)
+		read := explainReads(t, e, e.s.Pool(), tc.sql, tc.args, "SET LOCAL plan_cache_mode = force_custom_plan")
 		if read["messages"] > n {
 			t.Errorf("%s: the lookup of %d items read %d messages; want at most one per item", tc.name, n, read["messages"])
 		}

@@ -78,7 +78,7 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	queue := r.Queue.Stored()
 	err := s.pipelinedTx(ctx, "pop", func(conn *pgx.Conn) error {
 		res = PopResult{}
-		p := &popTx{conn: conn, after: &pgx.Batch{}, queue: queue}
+		p := &popTx{conn: conn, queue: queue}
 		var err error
 		if r.Partition != "" {
 			err = p.popPartition(ctx, r, &res)
@@ -88,8 +88,7 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 		if err != nil {
 			return err
 		}
-		p.after.Queue("COMMIT")
-		if err := conn.SendBatch(ctx, p.after).Close(); err != nil {
+		if err := conn.SendBatch(ctx, p.bookkeeping(r.Group)).Close(); err != nil {
 			return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
 		}
 		return nil
@@ -97,14 +96,64 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	return res, err
 }
 
-// popTx is one pop's transaction: after collects the bookkeeping updates, which only touch rows
-// this transaction has locked, so they can wait for the commit's round trip.
+// popTx is one pop's transaction. The bookkeeping of its claims only touches rows the
+// transaction has locked, so it waits for the commit's round trip: one statement per kind for
+// all the claimed partitions.
 type popTx struct {
 	conn  *pgx.Conn
-	after *pgx.Batch
 	queue string // the stored name of the popped queue
 	begun bool
 	setup string // a statement that BEGIN brings along, when not ""
+
+	released []uuid.UUID // claims that found nothing to deliver: the lease is given back
+	leased   claimEnds   // claims that delivered under the lease
+	consumed claimEnds   // autoAck claims: the cursor moves past what they delivered
+}
+
+// claimEnds are claimed partitions, each with the last sequence number it delivered and how
+// many messages.
+type claimEnds struct {
+	ids   []uuid.UUID
+	ends  []int64
+	sizes []int32
+}
+
+func (c *claimEnds) add(id uuid.UUID, end int64, n int) {
+	c.ids, c.ends, c.sizes = append(c.ids, id), append(c.ends, end), append(c.sizes, int32(n))
+}
+
+// bookkeeping is the batch that ends the pop: the updates of its claimed partitions for group,
+// then COMMIT.
+func (p *popTx) bookkeeping(group string) *pgx.Batch {
+	b := &pgx.Batch{}
+	if len(p.released) > 0 {
+		b.Queue(`UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
+			WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2`, p.released, group)
+	}
+	p.leased.update(b, group, `lease_end_seq = v.seq, batch_size = v.n`)
+	p.consumed.update(b, group, `cursor_seq = v.seq, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0,
+		batch_size = 0, batch_retry_count = 0, total_messages_consumed = pc.total_messages_consumed + v.n,
+		total_batches_consumed = pc.total_batches_consumed + 1, last_consumed_at = now()`)
+	b.Queue("COMMIT")
+	return b
+}
+
+// update queues the statement that applies set to the group's rows of the partitions, where set
+// reads each one's v.seq and v.n. A single partition, the common case at few partitions, is
+// given as scalars: PostgreSQL plans that as an update by key, where a join with unnest costs
+// more to plan than to run.
+func (c claimEnds) update(b *pgx.Batch, group, set string) {
+	switch len(c.ids) {
+	case 0:
+	case 1:
+		b.Queue(`UPDATE queen.partition_consumers pc SET `+set+`
+			FROM (SELECT $1::uuid, $2::int8, $3::int4) AS v(id, seq, n)
+			WHERE pc.partition_id = v.id AND pc.consumer_group = $4`, c.ids[0], c.ends[0], c.sizes[0], group)
+	default:
+		b.Queue(`UPDATE queen.partition_consumers pc SET `+set+`
+			FROM unnest($1::uuid[], $2::int8[], $3::int4[]) AS v(id, seq, n)
+			WHERE pc.partition_id = v.id AND pc.consumer_group = $4`, c.ids, c.ends, c.sizes, group)
+	}
 }
 
 // query runs a statement of the transaction; the first one travels with BEGIN (and p.setup) in
@@ -347,20 +396,14 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 
 	switch {
 	case len(got) == 0:
-		p.after.Queue(`UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
-			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group)
+		p.released = append(p.released, c.id)
 		if skipBusy {
 			return false, nil
 		}
 	case r.AutoAck:
-		p.after.Queue(`UPDATE queen.partition_consumers
-			SET cursor_seq = $3, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0, batch_size = 0,
-			    batch_retry_count = 0, total_messages_consumed = total_messages_consumed + $4,
-			    total_batches_consumed = total_batches_consumed + 1, last_consumed_at = now()
-			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group, got[len(got)-1].Seq, len(got))
+		p.consumed.add(c.id, got[len(got)-1].Seq, len(got))
 	default:
-		p.after.Queue(`UPDATE queen.partition_consumers SET lease_end_seq = $3, batch_size = $4
-			WHERE partition_id = $1 AND consumer_group = $2`, c.id, r.Group, got[len(got)-1].Seq, len(got))
+		p.leased.add(c.id, got[len(got)-1].Seq, len(got))
 	}
 	res.Partitions = append(res.Partitions, part)
 	return true, nil

@@ -255,8 +255,9 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes}, "SELECT count(seq) FROM (%s) r(ord, seq)"},
 	} {
 		read := explainReads(t, e, e.s.Pool(), tc.sql, tc.args, "SET LOCAL plan_cache_mode = force_custom_plan")
-		if read["messages"] > n {
-			t.Errorf("%s: the lookup of %d items read %d messages; want at most one per item", tc.name, n, read["messages"])
+		if read["messages"] > n || read["partitions"] > n {
+			t.Errorf("%s: the lookup of %d items read %d messages and %d partitions; want at most one of each per item",
+				tc.name, n, read["messages"], read["partitions"])
 		}
 		if found := e.count(fmt.Sprintf(tc.found, tc.sql), tc.args...); found != 1 {
 			t.Errorf("%s: the lookup found %d messages, want 1 (m2)", tc.name, found)

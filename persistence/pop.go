@@ -143,17 +143,15 @@ func (p *popTx) bookkeeping(group string) *pgx.Batch {
 // given as scalars: PostgreSQL plans that as an update by key, where a join with unnest costs
 // more to plan than to run.
 func (c claimEnds) update(b *pgx.Batch, group, set string) {
-	switch len(c.ids) {
-	case 0:
-	case 1:
-		b.Queue(`UPDATE queen.partition_consumers pc SET `+set+`
-			FROM (SELECT $1::uuid, $2::int8, $3::int4) AS v(id, seq, n)
-			WHERE pc.partition_id = v.id AND pc.consumer_group = $4`, c.ids[0], c.ends[0], c.sizes[0], group)
-	default:
-		b.Queue(`UPDATE queen.partition_consumers pc SET `+set+`
-			FROM unnest($1::uuid[], $2::int8[], $3::int4[]) AS v(id, seq, n)
-			WHERE pc.partition_id = v.id AND pc.consumer_group = $4`, c.ids, c.ends, c.sizes, group)
+	if len(c.ids) == 0 {
+		return
 	}
+	from, args := `unnest($1::uuid[], $2::int8[], $3::int4[])`, []any{c.ids, c.ends, c.sizes, group}
+	if len(c.ids) == 1 {
+		from, args = `(SELECT $1::uuid, $2::int8, $3::int4)`, []any{c.ids[0], c.ends[0], c.sizes[0], group}
+	}
+	b.Queue(`UPDATE queen.partition_consumers pc SET `+set+` FROM `+from+` AS v(id, seq, n)
+		WHERE pc.partition_id = v.id AND pc.consumer_group = $4`, args...)
 }
 
 // query runs a statement of the transaction; the first one travels with BEGIN (and p.setup) in

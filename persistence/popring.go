@@ -283,18 +283,15 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 // is read past the count when it is the last. A claim that comes back short (a lost claim, a
 // delayed message) leaves budget for the caller's next round. claimSome returns n.
 func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, budget int, res *PopResult) (int, error) {
-	n, counted := 0, int64(0)
-	for n < len(cands) && counted < int64(budget) {
-		counted += max(1, cands[n].waiting)
-		n++
-	}
 	b := &pgx.Batch{}
 	b.Queue(genericPlans)
-	left := budget
-	for i, c := range cands[:n] {
+	n := 0
+	for left := budget; n < len(cands) && left > 0; {
+		c := cands[n]
+		n++
 		limit := left
-		if i < n-1 {
-			limit = int(min(int64(left), max(1, c.waiting)))
+		if waiting := max(1, c.waiting); waiting < int64(left) && n < len(cands) {
+			limit = int(waiting)
 		}
 		sql, args, err := p.claimStatement(ctx, r, c, limit, true)
 		if err != nil {

@@ -125,9 +125,9 @@ func (o *observability) stop() {
 	o.flush(ctx)
 }
 
-// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS or slower (readPeriod), sampling the statistics'
-// figures each time; it flushes the statistics at the start of every minute; and it does
-// either whenever asked.
+// readLoop reads at once, then every QUEEN_METRICS_REFRESH_MS or slower (readPeriod),
+// sampling the statistics' figures every QUEEN_METRICS_REFRESH_MS; it flushes the statistics at
+// the start of every minute; and it does either whenever asked.
 func (o *observability) readLoop(ctx context.Context) {
 	defer o.loops.Done()
 	if o.cfg.MetricsRefresh > 0 {

@@ -268,6 +268,10 @@ func (w *bodyWalker) skip() {
 				}
 				w.i++
 			}
+			if w.i >= len(w.b) { // the body ends inside the string (or its last escape)
+				w.i, w.stop = len(w.b), true
+				return
+			}
 			w.i++
 		case '{', '[':
 			depth++

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -431,9 +432,14 @@ type txOp struct {
 // decodeTransaction decodes the /transaction body.
 func decodeTransaction(body []byte) ([]txOp, error) {
 	var req struct {
-		Operations json.RawMessage `json:"operations"`
+		Operations     json.RawMessage `json:"operations"`
+		RequiredLeases json.RawMessage `json:"requiredLeases"`
 	}
 	if err := parseBody(body, &req); err != nil {
+		return nil, err
+	}
+	held, err := decodeRequiredLeases(req.RequiredLeases)
+	if err != nil {
 		return nil, err
 	}
 	var raw []json.RawMessage
@@ -463,6 +469,9 @@ func decodeTransaction(body []byte) ([]txOp, error) {
 			if err != nil {
 				return nil, err
 			}
+			if a.LeaseID == "" {
+				a.HeldLeases = held
+			}
 			ops[i].ack = &a
 		case "push":
 			if ops[i].push, err = decodeTxPush(&op, prefix); err != nil {
@@ -473,6 +482,34 @@ func decodeTransaction(body []byte) ([]txOp, error) {
 		}
 	}
 	return ops, nil
+}
+
+// decodeRequiredLeases reads a transaction's requiredLeases: the leases of the messages its
+// acks name, which the official clients send here instead of on each ack operation. The
+// reference ignores the field; here it is the proof that lets an ack without leaseId apply
+// under a lease in force. Empty and null entries prove nothing and are skipped.
+func decodeRequiredLeases(raw json.RawMessage) ([]string, error) {
+	entries, err := arrayField(raw, "requiredLeases")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, e := range entries {
+		field := "requiredLeases[" + strconv.Itoa(i) + "]"
+		s, err := stringField(e, field, "")
+		if err != nil {
+			return nil, err
+		}
+		if s == "" {
+			continue
+		}
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, badf(field + " must be a lease id (a UUID)")
+		}
+		out = append(out, id.String())
+	}
+	return out, nil
 }
 
 func decodeTxPush(op *txOpJSON, prefix string) ([]pushItem, error) {

@@ -221,6 +221,8 @@ func FuzzDecodeTransaction(f *testing.F) {
 		ops(`{"type":"push","queue":"q","items":[{"queue":"r"}]}`), ops(`{"type":"push","queue":"` + name256 + `"}`),
 		ops(`{"type":"push","queue":"q","payload":"\u0000"}`), ops(`{"type":"ack","queue":"q","items":[1]}`),
 		ops(ack, `{"type":"push","items":[{"queue":"q","payload":{"id":12345678901234567890,"s":"\u00e9"}}]}`),
+		`{"operations":[` + ack + `],"requiredLeases":["` + uuidT + `",null,""]}`,
+		`{"operations":[` + ack + `],"requiredLeases":{}}`, `{"operations":[` + ack + `],"requiredLeases":["x"]}`,
 	})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := decodeTransaction(body)
@@ -459,6 +461,15 @@ func checkAck(t *testing.T, body []byte, where string, a persistence.AckItem, in
 	checkText(t, body, where+".error", a.Error) // stored as the DLQ reason
 	if !utf8.ValidString(a.LeaseID) {
 		t.Fatalf("body %q: %s leaseId %q is not valid UTF-8", body, where, a.LeaseID)
+	}
+	if a.LeaseID != "" && a.HeldLeases != nil {
+		t.Fatalf("body %q: %s names lease %q and also holds %q", body, where, a.LeaseID, a.HeldLeases)
+	}
+	for _, l := range a.HeldLeases {
+		// Compared with the text of a uuid column, so only the canonical form can match.
+		if id, e := uuid.Parse(l); e != nil || id.String() != l {
+			t.Fatalf("body %q: %s holds lease %q, not a canonical UUID", body, where, l)
+		}
 	}
 	var pid string
 	if e := json.Unmarshal(in.PartitionID, &pid); e != nil {

@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -317,7 +318,7 @@ func TestDecodeAck(t *testing.T) {
 		LeaseID:       "01a22895-3190-7000-9943-719b6530c540",
 		Status:        persistence.AckCompleted,
 	}
-	if a != want {
+	if !reflect.DeepEqual(a, want) {
 		t.Errorf("captured ack = %+v, want %+v", a, want)
 	}
 	a, err = decodeOneAck(t, capturedAck[3])
@@ -433,7 +434,7 @@ func TestDecodeTransaction(t *testing.T) {
 		}
 		want := persistence.AckItem{PartitionID: uuid.MustParse("ca17a188-988a-4ab5-9b65-ebc7107d3c87"), TransactionID: "src-1",
 			Group: persistence.QueueMode, LeaseID: "01a22895-9bfe-7000-9cd0-628326857f33", Status: "completed"}
-		if ops[0].push != nil || ops[0].ack == nil || *ops[0].ack != want {
+		if ops[0].push != nil || ops[0].ack == nil || !reflect.DeepEqual(*ops[0].ack, want) {
 			t.Errorf("op 0 = %+v, want ack %+v", ops[0], want)
 		}
 		if ops[1].ack != nil || len(ops[1].push) != 1 {
@@ -447,6 +448,33 @@ func TestDecodeTransaction(t *testing.T) {
 			t.Errorf("generated transactionId %q", it.TransactionID)
 		}
 	})
+	t.Run("requiredLeases prove the leases of acks without leaseId", func(t *testing.T) {
+		lease := "01a22895-9bfe-7000-9cd0-628326857f33"
+		body := `{"operations":[
+			{"type":"ack","transactionId":"a","partitionId":"` + uuidA + `","status":"completed"},
+			{"type":"ack","transactionId":"b","partitionId":"` + uuidA + `","leaseId":"own"}],
+			"requiredLeases":["` + strings.ToUpper(lease) + `","",null]}`
+		ops, err := decodeTransaction([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ops[0].ack.HeldLeases; !reflect.DeepEqual(got, []string{lease}) {
+			t.Errorf("ack without leaseId holds %q, want [%s]", got, lease)
+		}
+		if got := ops[1].ack; got.HeldLeases != nil || got.LeaseID != "own" {
+			t.Errorf("ack with its own leaseId = %+v, want that lease alone", got)
+		}
+	})
+	for _, c := range []struct{ name, leases, want string }{
+		{"not an array", `"x"`, "requiredLeases must be an array"},
+		{"a number", `[1]`, "requiredLeases[0] must be a string"},
+		{"not a UUID", `["` + uuidA + `","lease"]`, "requiredLeases[1] must be a lease id (a UUID)"},
+	} {
+		t.Run("requiredLeases "+c.name, func(t *testing.T) {
+			_, err := decodeTransaction([]byte(`{"operations":[{"type":"push","queue":"q"}],"requiredLeases":` + c.leases + `}`))
+			wantBad(t, err, c.want)
+		})
+	}
 	t.Run("single-item push form with data", func(t *testing.T) {
 		ops, err := decodeTransaction([]byte(`{"operations":[{"type":"push","queue":"q","partition":"p","data":{"x":1},"transactionId":"t1","traceId":"` + uuidT + `"}]}`))
 		if err != nil || len(ops) != 1 || ops[0].ack != nil || len(ops[0].push) != 1 {

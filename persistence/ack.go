@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/google/uuid"
@@ -33,8 +34,11 @@ type AckItem struct {
 	TransactionID string
 	Group         string
 	LeaseID       string // the lease in force on (partition, group); "" when none is
-	Status        AckStatus
-	Error         string
+	// HeldLeases are leases the caller proved to hold without naming one on the item: a
+	// transaction's requiredLeases. An item without LeaseID applies under any of them.
+	HeldLeases []string
+	Status     AckStatus
+	Error      string
 	// Scope is the caller's tenant: a message on a queue outside it is not found, exactly as
 	// one that does not exist. Fused batches mix tenants, so each item carries its own.
 	Scope Scope
@@ -213,9 +217,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		if st.ceiling == 0 {
 			st.ceiling = 1<<63 - 1
 		}
-		// An ack must name the lease in force, and may name none only when none is: without
-		// this an ack lacking a leaseId would move the cursor under another consumer's lease.
-		if it.LeaseID != st.leaseInForce() {
+		if !st.admits(it) {
 			r.Error = ErrInvalidLease
 			continue
 		}
@@ -348,6 +350,17 @@ func (st *consumerState) advance(seq int64, rule LeaseAfterAck) bool {
 		return true
 	}
 	return false
+}
+
+// admits says whether an acknowledgement may move the cursor. It must name the lease in force,
+// or name none and hold it (HeldLeases), or name none when none is in force: otherwise an ack
+// lacking a leaseId would move the cursor under another consumer's lease.
+func (st *consumerState) admits(it AckItem) bool {
+	inForce := st.leaseInForce()
+	if it.LeaseID != "" || inForce == "" {
+		return it.LeaseID == inForce
+	}
+	return slices.Contains(it.HeldLeases, inForce)
 }
 
 // leaseInForce is the id of the lease in force, "" when there is none.

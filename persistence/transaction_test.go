@@ -26,6 +26,16 @@ func TestTransactionIsAtomic(t *testing.T) {
 			return persistence.TxOp{Ack: &a}
 		}
 	}
+	// holding adds the leases a transaction lists in requiredLeases to an ack operation.
+	holding := func(op func(env) persistence.TxOp, leases ...string) func(env) persistence.TxOp {
+		return func(v env) persistence.TxOp {
+			o := op(v)
+			for _, l := range leases {
+				o.Ack.HeldLeases = append(o.Ack.HeldLeases, resolveLease(l, v.lease))
+			}
+			return o
+		}
+	}
 	push := func(it ...persistence.PushItem) func(env) persistence.TxOp {
 		return func(env) persistence.TxOp { return persistence.TxOp{Push: it} }
 	}
@@ -50,6 +60,29 @@ func TestTransactionIsAtomic(t *testing.T) {
 		{
 			name:       "a wrong lease rolls back the push before it",
 			ops:        []func(env) persistence.TxOp{pushNew, ack(persistence.AckCompleted, strangerLease, "", "")},
+			wantReason: "ACK operation failed: " + persistence.ErrInvalidLease,
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
+			wantStored: []string{"old"},
+			wantSrc:    consumerRow{LeaseID: ownLease, LeaseEnd: 1},
+		},
+		{
+			name:       "an ack without leaseId applies under a lease the transaction holds",
+			ops:        []func(env) persistence.TxOp{holding(ack(persistence.AckCompleted, "", "", ""), strangerLease, ownLease), pushNew},
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
+			wantStored: []string{"old", "new"},
+			wantSrc:    consumerRow{Cursor: 1, Consumed: 1, Batches: 1},
+		},
+		{
+			name:       "an ack without leaseId is refused under a lease the transaction does not hold",
+			ops:        []func(env) persistence.TxOp{pushNew, holding(ack(persistence.AckCompleted, "", "", ""), strangerLease)},
+			wantReason: "ACK operation failed: " + persistence.ErrInvalidLease,
+			wantStatus: []persistence.PushStatus{"queued", "queued"},
+			wantStored: []string{"old"},
+			wantSrc:    consumerRow{LeaseID: ownLease, LeaseEnd: 1},
+		},
+		{
+			name:       "an ack naming a wrong lease is refused whatever the transaction holds",
+			ops:        []func(env) persistence.TxOp{pushNew, holding(ack(persistence.AckCompleted, strangerLease, "", ""), ownLease)},
 			wantReason: "ACK operation failed: " + persistence.ErrInvalidLease,
 			wantStatus: []persistence.PushStatus{"queued", "queued"},
 			wantStored: []string{"old"},

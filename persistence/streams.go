@@ -158,9 +158,16 @@ const (
 	ErrNotSourcePartition = "partition_id is not a partition of the query's source queue"
 )
 
-// streamLockSQL takes the transaction advisory lock that serialises the cycles of one
-// (query, source partition): two runners of one partition commit one after the other.
-const streamLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1::text || ':' || $2::text, 7013))`
+// streamLockKey names the advisory lock of one (query $1, source partition $2). A cycle takes
+// it exclusively, so two runners of one partition commit one after the other; a state read
+// takes it shared, so it waits for a cycle in flight instead of returning the state that cycle
+// is about to change (the SDKs' idle-flush timer reads while their main loop commits).
+const streamLockKey = `hashtextextended($1::text || ':' || $2::text, 7013)`
+
+const (
+	streamLockSQL     = `SELECT pg_advisory_xact_lock(` + streamLockKey + `)`
+	streamReadLockSQL = `SELECT pg_advisory_xact_lock_shared(` + streamLockKey + `)`
+)
 
 // Cycle commits a cycle in one transaction, serialised per (query, source partition): the
 // state operations, then the sink pushes (as the push route stores them), then the
@@ -214,7 +221,7 @@ func (s *Store) Cycle(ctx context.Context, c StreamCycle) (res CycleResult, reas
 			}
 			res.Ack = &ack[0]
 			if !ack[0].Success {
-				return txAbort{"ack failed: " + ack[0].Error}
+				return txAbort{ack[0].Error} // the reference's text, bare
 			}
 		}
 		return nil
@@ -297,7 +304,11 @@ func (s *Store) QueryState(ctx context.Context, f StateFilter) ([]StateRow, erro
 	if f.RipeAtOrBefore != nil {
 		ripe = *f.RipeAtOrBefore
 	}
-	rows, err := s.pool.Query(ctx, `SELECT s.key, s.value, s.updated_at
+	// One batch is one implicit transaction, so the shared lock is held until the rows are
+	// read, and the read, a statement of its own, sees every cycle committed before the lock.
+	b := &pgx.Batch{}
+	b.Queue(streamReadLockSQL, f.QueryID, f.PartitionID)
+	b.Queue(`SELECT s.key, s.value, s.updated_at
 		FROM queen_streams.state s JOIN queen_streams.queries q ON q.id = s.query_id
 		WHERE s.query_id = $1 AND s.partition_id = $2 AND `+inScope("q.name", "$3")+`
 		  AND (cardinality($4::text[]) = 0 OR s.key = ANY($4::text[]))
@@ -306,6 +317,12 @@ func (s *Store) QueryState(ctx context.Context, f StateFilter) ([]StateRow, erro
 		       AND (s.value->>'windowEnd')::float8 <= $6::float8))
 		ORDER BY s.key`,
 		f.QueryID, f.PartitionID, f.Scope.Tenant, nonNil(f.Keys), f.KeyPrefix, ripe)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("cannot wait for the cycles of query %s: %w", f.QueryID, err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the state of query %s: %w", f.QueryID, err)
 	}
@@ -315,6 +332,9 @@ func (s *Store) QueryState(ctx context.Context, f StateFilter) ([]StateRow, erro
 		return r, err
 	})
 	if err != nil {
+		return nil, fmt.Errorf("cannot read the state of query %s: %w", f.QueryID, err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("cannot read the state of query %s: %w", f.QueryID, err)
 	}
 	return out, nil

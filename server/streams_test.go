@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"queen/auth"
 	"queen/persistence"
@@ -943,4 +945,91 @@ func TestStreamRoutesRefuseBadInput(t *testing.T) {
 type streamErrorAnswer struct {
 	Success bool   `json:"success"`
 	Error   string `json:"error"`
+}
+
+// The SDKs' idle-flush timer reads a partition's state while their main loop may be committing
+// a cycle of the same partition. A state read waits for that cycle and returns what it wrote;
+// it never returns state the cycle is about to change. The test holds the row of the key the
+// cycle upserts, so the cycle stays in flight (it holds the partition's cycle lock) until the
+// test lets it go.
+func TestStreamStateReadWaitsForACycleInFlight(t *testing.T) {
+	t.Parallel()
+	cs := pgtest.NewDatabase(t)
+	c := servertest.Start(t, cs)
+	pushEvents(t, c, "flushed", 1, 1)
+	q := registerQuery(t, newStreamAPI(c), "flushed.per_window", "flushed", "flushed.windows", "sha256:v1")
+	p, err := q.popSource(1, 0, "")
+	must(t, err)
+	if len(p.Messages) != 1 {
+		t.Fatalf("pop of the source: %+v", p)
+	}
+	pid, m := *p.PartitionID, p.Messages[0]
+	upsert := func(v int) []map[string]any {
+		return []map[string]any{{"type": "upsert", "key": "window", "value": map[string]any{"count": v}}}
+	}
+	ans, err := q.cycle(map[string]any{"partition_id": pid, "consumer_group": q.group, "state_ops": upsert(1)})
+	must(t, err)
+	if !ans.Success {
+		t.Fatalf("first cycle: %+v", ans)
+	}
+
+	ctx := context.Background()
+	connect := func() *pgx.Conn {
+		conn, err := pgx.Connect(ctx, cs)
+		must(t, err)
+		t.Cleanup(func() { conn.Close(ctx) })
+		return conn
+	}
+	holder, err := connect().Begin(ctx)
+	must(t, err)
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM queen_streams.state WHERE key = 'window' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	watch := connect()
+	waiting := func(event string) func() bool {
+		return func() bool {
+			var n int
+			err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND wait_event = $1`, event).Scan(&n)
+			return err == nil && n > 0
+		}
+	}
+
+	committed := make(chan cycleAnswer, 1)
+	go func() {
+		ans, err := q.cycle(map[string]any{"partition_id": pid, "consumer_group": q.group, "state_ops": upsert(2),
+			"ack": map[string]any{"transactionId": m.TransactionID, "leaseId": m.LeaseID, "status": "completed"}})
+		if err != nil {
+			ans.Error = err.Error()
+		}
+		committed <- ans
+	}()
+	waitFor(t, "the cycle waiting on the held state row", waiting("transactionid"))
+
+	read := make(chan []stateRow, 1)
+	go func() {
+		rows, err := q.state(pid, nil)
+		if err != nil {
+			rows = []stateRow{{Key: "error", Value: json.RawMessage(fmt.Sprintf("%q", err))}}
+		}
+		read <- rows
+	}()
+	waitFor(t, "the state read waiting on the cycle in flight", func() bool {
+		select {
+		case rows := <-read:
+			t.Fatalf("state/get answered while a cycle of the partition was in flight: %+v", rows)
+		default:
+		}
+		return waiting("advisory")()
+	})
+	must(t, holder.Rollback(ctx))
+	if ans := <-committed; !ans.Success {
+		t.Fatalf("cycle in flight: %+v", ans)
+	}
+	rows := <-read
+	var w struct{ Count int }
+	if len(rows) != 1 || rows[0].Key != "window" || json.Unmarshal(rows[0].Value, &w) != nil || w.Count != 2 {
+		t.Fatalf("state read after the cycle: %s, want the window the cycle wrote", fmtJSON(rows))
+	}
 }

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -729,9 +730,12 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
 	var req struct {
 		Seconds json.RawMessage `json:"seconds"`
 	}
-	if err := parseBody(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, err)
-		return
+	// The Python client's renew sends no body at all: it means the default, as {} does.
+	if body := ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
+		if err := parseBody(body, &req); err != nil {
+			writeError(ctx, err)
+			return
+		}
 	}
 	seconds := 60
 	if len(req.Seconds) > 0 && string(req.Seconds) != "null" {

@@ -344,7 +344,12 @@ func TestLeaseExtend(t *testing.T) {
 	if out[0]["success"] != false || out[0]["error"] != "Lease not found" || out[0]["expiresAt"] != nil {
 		t.Fatalf("unknown lease: %v", out)
 	}
-	c.JSON("POST", "/api/v1/lease/"+*p.LeaseID+"/extend", "", 400, nil)
+	// The Python client sends no body: the default applies.
+	c.JSON("POST", "/api/v1/lease/"+*p.LeaseID+"/extend", "", 200, &out)
+	if len(out) != 1 || out[0]["success"] != true || out[0]["expiresAt"] == nil {
+		t.Fatalf("extend without a body: %v", out)
+	}
+	c.JSON("POST", "/api/v1/lease/"+*p.LeaseID+"/extend", "[]", 400, nil)
 }
 
 func TestBadInputIsRejectedWithTheFieldNamed(t *testing.T) {

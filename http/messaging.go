@@ -598,16 +598,17 @@ func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
 
 // txResultJSON is one entry of the transaction answer: an ack or one pushed item.
 type txResultJSON struct {
-	DLQ           *bool   `json:"dlq,omitempty"`
-	Error         *string `json:"error,omitempty"`
-	Index         int     `json:"index"`
-	MessageID     string  `json:"messageId,omitempty"`
-	PartitionID   string  `json:"partitionId,omitempty"`
-	QueueName     string  `json:"queueName,omitempty"`
-	Status        string  `json:"status,omitempty"`
-	Success       bool    `json:"success"`
-	TransactionID string  `json:"transactionId"`
-	Type          string  `json:"type"`
+	DLQ *bool `json:"dlq,omitempty"`
+	// Error is on ack results only, null when the ack applied, as the reference sends it.
+	Error         json.RawMessage `json:"error,omitempty"`
+	Index         int             `json:"index"`
+	MessageID     string          `json:"messageId,omitempty"`
+	PartitionID   string          `json:"partitionId,omitempty"`
+	QueueName     string          `json:"queueName,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	Success       bool            `json:"success"`
+	TransactionID string          `json:"transactionId"`
+	Type          string          `json:"type"`
 }
 
 type txJSON struct {
@@ -663,8 +664,9 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 	for i, r := range results {
 		if r.Ack != nil {
 			a := ackResult(len(out.Results), ops[i].Ack.TransactionID, *r.Ack)
+			reason, _ := json.Marshal(a.Error) // null, or the reason
 			out.Results = append(out.Results, txResultJSON{
-				DLQ: &a.DLQ, Error: a.Error, Index: a.Index, Success: a.Success, TransactionID: a.TransactionID, Type: "ack",
+				DLQ: &a.DLQ, Error: reason, Index: a.Index, Success: a.Success, TransactionID: a.TransactionID, Type: "ack",
 			})
 			continue
 		}

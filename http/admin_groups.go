@@ -131,13 +131,10 @@ func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue persistence.QueueNa
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	d, err := s.Store.DeleteConsumerGroup(c, s.scope(ctx), group, queue, deleteMetadata)
+	d, err := s.Writer.DeleteConsumerGroup(c, s.scope(ctx), group, queue, deleteMetadata)
 	if err != nil {
 		writeError(ctx, err)
 		return
-	}
-	for _, q := range d.Queues {
-		s.Control.Notify(q, nil)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, deleteGroupJSON{
 		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: queue.Name, Success: true,
@@ -251,11 +248,10 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	if out.PartitionsUpdated, err = s.Store.SeekQueue(c, group, queue, target); err != nil {
+	if out.PartitionsUpdated, err = s.Writer.SeekQueue(c, group, queue, target); err != nil {
 		writeError(ctx, err)
 		return
 	}
-	s.Control.Notify(queue, nil)
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 

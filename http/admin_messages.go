@@ -340,13 +340,9 @@ func (s *Server) replayDLQ(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	txID := pathParam(ctx, "transactionId")
-	var open persistence.PayloadOpener
-	if s.PayloadKey != nil {
-		open = s.PayloadKey
-	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	r, err := s.Store.ReplayDeadLetter(c, s.scope(ctx), pid, txID, open)
+	r, err := s.Writer.ReplayDeadLetter(c, s.scope(ctx), pid, txID)
 	if errors.Is(err, persistence.ErrSealedPayload) || errors.Is(err, persistence.ErrReplayRefused) {
 		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error()})
 		return
@@ -359,11 +355,6 @@ func (s *Server) replayDLQ(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Dead letter not found"})
 		return
 	}
-	if r.Result.Status == persistence.StatusQueued {
-		s.Telemetry.Pushed(r.Queue, 1)
-	}
-	// Parked pops of the partition read the copy now rather than on their next re-check.
-	s.Control.Notify(r.Queue, []string{r.Partition})
 	writeJSON(ctx, fasthttp.StatusOK, dlqReplayJSON{
 		MessageID: r.Result.MessageID.String(), Partition: r.Partition, PartitionID: r.Result.PartitionID.String(),
 		Queue: r.Queue.Name, ReplayedFrom: txID, Status: string(r.Result.Status), Success: true, TransactionID: r.TransactionID,

@@ -3,7 +3,6 @@ package http
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"queen/actors"
 	"queen/fusion"
 	"queen/persistence"
-	"queen/spool"
 	"queen/telemetry"
 )
 
@@ -94,119 +92,57 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	sub, scope := producerSub(ctx), s.scope(ctx)
+	out := make([]pushResultJSON, len(items))
+	var stored []persistence.PushItem // the items with no error of their own
+	var storedAt []int
 	for i := range items {
-		items[i].ProducerSub = sub
-		if items[i].Queue, err = queueName(scope, items[i].sentQueue, "items["+strconv.Itoa(i)+"].queue"); err != nil {
+		it := &items[i]
+		it.ProducerSub = sub
+		if it.Queue, err = queueName(scope, it.sentQueue, "items["+strconv.Itoa(i)+"].queue"); err != nil {
 			writeError(ctx, err)
 			return
 		}
-	}
-	if s.anyEncrypted() {
-		toSeal := make([]*persistence.PushItem, len(items))
-		for i := range items {
-			toSeal[i] = &items[i].PushItem
-		}
-		if err := s.sealItems(toSeal); err != nil {
-			writeSealError(ctx, err)
-			return
-		}
-	}
-	results, status, err := s.storeItems(items)
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	writeJSON(ctx, status, results)
-}
-
-// errSpoolFull answers a push the disk spool had no room for (FILE_BUFFER_MAX_BYTES reached, or
-// the disk full) while it could not go to PostgreSQL: nothing of it was stored, and the client
-// should retry later. Its text is the answer's error.
-var errSpoolFull = errors.New("the disk spool is full: the push was not stored; retry later")
-
-// storeItems sends the items of each queue to that queue's actor and gathers the answers in
-// request order. The status is 200 when everything reached PostgreSQL, 201 when items went to
-// the disk spool (as the reference answers its synchronous path), 500 when the spool could not
-// take them either, 503 (errSpoolFull) when the spool had no room for them.
-func (s *Server) storeItems(items []pushItem) ([]pushResultJSON, int, error) {
-	type slot struct {
-		idx   []int
-		reply chan actors.PushReply
-	}
-	byQueue := map[persistence.QueueName]*slot{}
-	var order []persistence.QueueName
-	reqs := map[persistence.QueueName][]persistence.PushItem{}
-	out := make([]pushResultJSON, len(items))
-	for i, it := range items {
 		out[i] = pushResultJSON{Index: i, QueueName: it.Queue.Name, TransactionID: it.TransactionID}
 		if it.BadTrace != "" {
 			out[i].Status, out[i].Error = string(persistence.StatusFailed), it.BadTrace
 			continue
 		}
-		sl := byQueue[it.Queue]
-		if sl == nil {
-			sl = &slot{reply: make(chan actors.PushReply, 1)}
-			byQueue[it.Queue] = sl
-			order = append(order, it.Queue)
-		}
-		sl.idx = append(sl.idx, i)
-		reqs[it.Queue] = append(reqs[it.Queue], it.PushItem)
+		stored = append(stored, it.PushItem)
+		storedAt = append(storedAt, i)
 	}
-	for _, q := range order {
-		s.Actors.Push(&actors.PushRequest{Queue: q, Items: reqs[q], Reply: byQueue[q].reply})
+	res, err := s.Writer.Push(stored)
+	if err != nil {
+		writeError(ctx, err)
+		return
 	}
-	status := fasthttp.StatusOK
-	// The actor answers from the spool when PostgreSQL is slow, so this deadline only guards
-	// against a stuck spool; it is generous on purpose.
-	deadline := time.Now().Add(s.Config.RequestDeadline + s.Config.SpoolAfter)
-	for _, q := range order {
-		sl := byQueue[q]
-		rep, err := await(sl.reply, time.Until(deadline))
+	for k, r := range res.Items {
+		i := storedAt[k]
+		it := &items[i]
 		switch {
-		case err != nil:
-			return nil, 0, err
-		case rep.Buffered:
-			status = max(status, fasthttp.StatusCreated)
-			s.Telemetry.Pushed(q, len(sl.idx))
-			for _, i := range sl.idx {
-				out[i].Status, out[i].Queue, out[i].Partition = "buffered", items[i].Queue.Name, items[i].Partition
-				out[i].TransactionIDCamel = items[i].TransactionID
-			}
-			continue
-		case errors.Is(rep.Err, spool.ErrFull):
-			// Counted here, logged by the spool (once per interval, not once per push).
-			s.Telemetry.Set.GetOrCreateCounter("queen_spool_full_refused_messages_total").Add(len(sl.idx))
-			return nil, 0, errSpoolFull
-		case rep.Err != nil && rep.Results == nil && s.Maintenance.Push():
-			// Push maintenance and the spool refused the write.
-			s.Log.Error("cannot spool a push", "queue", q.String(), "err", rep.Err)
-			status = fasthttp.StatusInternalServerError
-			for _, i := range sl.idx {
-				out[i].Status, out[i].Error = "failed", "File buffer write failed"
-			}
-			continue
-		case rep.Err != nil:
-			return nil, 0, rep.Err
-		}
-		stored := 0
-		for k, r := range rep.Results {
-			i := sl.idx[k]
-			out[i].Status = string(r.Status)
-			if r.Status == persistence.StatusFailed {
-				out[i].Error = r.Error
-				continue
-			}
-			out[i].MessageID = r.MessageID.String()
+		case r.Buffered:
+			out[i].Status, out[i].Queue, out[i].Partition = "buffered", it.Queue.Name, it.Partition
+			out[i].TransactionIDCamel = it.TransactionID
+		case r.Status == persistence.StatusFailed:
+			out[i].Status, out[i].Error = string(r.Status), r.Error
+		default:
+			out[i].Status, out[i].MessageID = string(r.Status), r.MessageID.String()
 			if r.Status == persistence.StatusQueued {
-				stored++
 				pid := r.PartitionID.String()
 				out[i].PartitionID = jsonString(&pid)
-				out[i].TraceID = jsonString(uuidText(items[i].TraceID))
+				out[i].TraceID = jsonString(uuidText(it.TraceID))
 			}
 		}
-		s.Telemetry.Pushed(q, stored)
 	}
-	return out, status, nil
+	// 201 when items went to the disk spool, as the reference answers its synchronous path;
+	// 500 when the spool refused items under push maintenance.
+	status := fasthttp.StatusOK
+	switch {
+	case res.SpoolFailed:
+		status = fasthttp.StatusInternalServerError
+	case res.Buffered:
+		status = fasthttp.StatusCreated
+	}
+	writeJSON(ctx, status, out)
 }
 
 // popMessageJSON is one delivered message.
@@ -641,21 +577,9 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			ops[i].Push = append(ops[i].Push, it.PushItem)
 		}
 	}
-	if s.anyEncrypted() {
-		var toSeal []*persistence.PushItem
-		for i := range ops {
-			for j := range ops[i].Push {
-				toSeal = append(toSeal, &ops[i].Push[j])
-			}
-		}
-		if err := s.sealItems(toSeal); err != nil {
-			writeSealError(ctx, err)
-			return
-		}
-	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	results, reason, err := s.Store.Transaction(c, ops)
+	results, reason, err := s.Writer.Transaction(c, ops)
 	if err != nil {
 		writeError(ctx, err)
 		return
@@ -679,45 +603,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 			})
 		}
 	}
-	if out.Success {
-		s.countTransaction(ops, results)
-		// Unlike the reference, transactional pushes wake parked pops too.
-		for _, op := range ops {
-			for _, it := range op.Push {
-				s.Control.Notify(it.Queue, []string{it.Partition})
-			}
-		}
-	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
-}
-
-// countTransaction counts the acknowledgements a committed transaction applied, and for each
-// queue it touched the transaction and the messages it stored there.
-func (s *Server) countTransaction(ops []persistence.TxOp, results []persistence.TxOpResult) {
-	var queues []persistence.QueueName // in the order the transaction touched them
-	stored := map[persistence.QueueName]int{}
-	touch := func(q persistence.QueueName, n int) {
-		if _, ok := stored[q]; !ok {
-			queues = append(queues, q)
-		}
-		stored[q] += n
-	}
-	for i, r := range results {
-		if r.Ack != nil && r.Ack.Success {
-			s.Telemetry.Acked(r.Ack.Queue, ops[i].Ack.Status != persistence.AckCompleted, r.Ack.DLQ)
-			touch(r.Ack.Queue, 0)
-		}
-		for j, p := range r.Push {
-			n := 0
-			if p.Status == persistence.StatusQueued {
-				n = 1
-			}
-			touch(ops[i].Push[j].Queue, n)
-		}
-	}
-	for _, q := range queues {
-		s.Telemetry.Transacted(q, stored[q])
-	}
 }
 
 type leaseJSON struct {

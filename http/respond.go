@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"queen/persistence"
+	"queen/writer"
 )
 
 // writeJSON answers with status and v encoded as JSON. A nil slice must be passed as an empty
@@ -45,16 +46,20 @@ func badf(msg string) error { return &badRequest{msg} }
 func writeError(ctx *fasthttp.RequestCtx, err error) {
 	var bad *badRequest
 	var large *tooLarge
+	var sealed *writer.EncryptionRequired
 	log := requestLog(ctx)
 	switch {
 	case errors.As(err, &bad):
 		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: bad.msg})
 	case errors.As(err, &large):
 		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: large.msg})
-	case errors.Is(err, errSpoolFull):
+	case errors.As(err, &sealed):
+		// Storing the payload in clear is what the queue's flag forbids; a retry cannot help.
+		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: sealed.Error()})
+	case errors.Is(err, writer.ErrSpoolFull):
 		ctx.Response.Header.Set("Retry-After", "1")
-		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: errSpoolFull.Error(), Code: "spool_full"})
-	case errors.Is(err, errDeadline):
+		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: writer.ErrSpoolFull.Error(), Code: "spool_full"})
+	case errors.Is(err, errDeadline), errors.Is(err, writer.ErrNoAnswer):
 		log.Warn("request timed out waiting for the database", "request_id", requestID(ctx), "path", string(ctx.Path()))
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, errorBody{Error: "database did not answer in time"})
 	case persistence.IsUnavailable(err):

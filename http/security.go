@@ -81,55 +81,8 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 	return err
 }
 
-// Payload encryption. A push seals the payloads of queues configured with encryptionEnabled
-// before they go anywhere, the disk spool included; the push transaction seals whatever a stale
-// flag cache let through (persistence.sealForQueue). Reads open what is stored sealed.
-
-// encryptionRequired refuses a push to an encrypted queue when the broker has no key: storing
-// the payload in clear is exactly what the flag forbids, and retrying cannot help (409).
-type encryptionRequired struct{ queue persistence.QueueName }
-
-func (e *encryptionRequired) Error() string { return persistence.EncryptionRequired(e.queue) }
-
-// anyEncrypted reports whether any queue is flagged encryptionEnabled: without one, a push
-// skips sealItems altogether.
-func (s *Server) anyEncrypted() bool {
-	return s.EncryptedQueues != nil && s.EncryptedQueues.Count() > 0
-}
-
-// sealItems seals, in place, the payloads of items bound for encrypted queues. Without a key it
-// refuses the whole request if any item needs sealing, before anything is stored.
-func (s *Server) sealItems(items []*persistence.PushItem) error {
-	if s.EncryptedQueues == nil {
-		return nil
-	}
-	for _, it := range items {
-		if it.Encrypted || !s.EncryptedQueues.Encrypted(it.Queue) {
-			continue
-		}
-		if s.PayloadKey == nil {
-			return &encryptionRequired{it.Queue}
-		}
-		// it.TransactionID is set (decode draws one when the client gives none): the envelope
-		// is bound to this message, by the queue's stored name.
-		env, err := s.PayloadKey.Seal(it.Payload, it.Queue.Stored(), it.TransactionID)
-		if err != nil {
-			return err
-		}
-		it.Payload, it.Encrypted = env, true
-	}
-	return nil
-}
-
-// writeSealError answers a failed sealItems.
-func writeSealError(ctx *fasthttp.RequestCtx, err error) {
-	var req *encryptionRequired
-	if errors.As(err, &req) {
-		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: req.Error()})
-		return
-	}
-	writeError(ctx, err)
-}
+// Payload encryption. Writes are sealed by the writer (queen/writer); reads open what is
+// stored sealed.
 
 // openFailures counts payloads that are stored sealed but could not be opened.
 var openFailures atomic.Uint64

@@ -24,6 +24,7 @@ import (
 	"queen/persistence"
 	"queen/seal"
 	"queen/telemetry"
+	"queen/writer"
 )
 
 // Deps is what the handlers use.
@@ -43,9 +44,12 @@ type Deps struct {
 	// Auth verifies bearer tokens; nil when JWT_ENABLED=false (every route is open).
 	Auth *auth.Verifier
 
-	// PayloadKey seals and opens payloads; nil without QUEEN_ENCRYPTION_KEY (see security.go).
+	// Writer stores messages and rewinds cursors: every write route calls it.
+	Writer *writer.Writer
+	// PayloadKey opens sealed payloads on reads; nil without QUEEN_ENCRYPTION_KEY.
 	PayloadKey *seal.Key
-	// EncryptedQueues says which queues are configured with encryptionEnabled.
+	// EncryptedQueues says which queues are configured with encryptionEnabled; configure
+	// and delete keep it current.
 	EncryptedQueues *seal.Queues
 }
 

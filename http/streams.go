@@ -412,19 +412,9 @@ func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
 		}
 		c.Push[i] = it.PushItem
 	}
-	if s.anyEncrypted() {
-		toSeal := make([]*persistence.PushItem, len(c.Push))
-		for i := range c.Push {
-			toSeal[i] = &c.Push[i]
-		}
-		if err := s.sealItems(toSeal); err != nil {
-			writeSealError(ctx, err)
-			return
-		}
-	}
 	dc, cancel := s.dbContext()
 	defer cancel()
-	res, reason, err := s.Store.Cycle(dc, c.StreamCycle)
+	res, reason, err := s.Writer.Cycle(dc, c.StreamCycle)
 	if err != nil {
 		writeStreamError(ctx, err)
 		return
@@ -455,23 +445,7 @@ func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
 	if res.Ack != nil {
 		out.AckResult = &cycleAckResultJSON{Count: c.ackCount, DLQ: res.Ack.DLQ, LeaseReleased: res.Ack.LeaseReleased, Success: true}
 	}
-	s.countCycle(c, res)
-	for _, it := range c.Push {
-		s.Control.Notify(it.Queue, []string{it.Partition})
-	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
-}
-
-// countCycle counts a committed cycle as the transaction it is: its sink messages and its
-// acknowledgement.
-func (s *Server) countCycle(c cycle, res persistence.CycleResult) {
-	ops := []persistence.TxOp{{Push: c.Push}}
-	results := []persistence.TxOpResult{{Push: res.Push}}
-	if res.Ack != nil {
-		ops = append(ops, persistence.TxOp{Ack: c.Ack})
-		results = append(results, persistence.TxOpResult{Ack: res.Ack})
-	}
-	s.countTransaction(ops, results)
 }
 
 // stateGetJSON is the body of POST /streams/v1/state/get as it arrives.

@@ -25,6 +25,7 @@ import (
 	"queen/mesh"
 	"queen/persistence"
 	"queen/spool"
+	"queen/writer"
 )
 
 // Version is the broker version reported by /health.
@@ -199,9 +200,13 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	obs.start(store, sp, flags, healthy, b.actors)
 	b.onStop("metrics", quietly(obs.stop))
 	logSecurity(cfg, verifier, log)
+	w := writer.New(writer.Deps{
+		Store: store, Actors: b.actors, Maintenance: flags, Telemetry: obs.tel, Wake: notify,
+		PayloadKey: enc.key, EncryptedQueues: enc.queues, PushDeadline: cfg.RequestDeadline + cfg.SpoolAfter, Log: log,
+	})
 	handler := queenhttp.New(queenhttp.Deps{
 		Config: cfg, Store: store, Actors: b.actors, Ack: ack, Log: log, Version: Version, Telemetry: obs.tel,
-		Maintenance: flags, Auth: verifier, PayloadKey: enc.key, EncryptedQueues: enc.queues,
+		Maintenance: flags, Auth: verifier, Writer: w, PayloadKey: enc.key, EncryptedQueues: enc.queues,
 		Control: &operations{cfg: cfg, maint: maint, drain: dr, actors: b.actors, peers: link, mesh: m, obs: obs},
 	})
 	if b.front, err = startFront(cfg, log, handler, opts.Listener); err != nil {

@@ -18,7 +18,7 @@ import (
 
 	"queen/fusion"
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/spool"
 )
 

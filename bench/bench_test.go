@@ -30,7 +30,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server"
 	"queen/server/servertest"
 )

@@ -23,7 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"queen/persistence/localpg"
+	"queen/pg/localpg"
 )
 
 // Target is a broker under test, reached directly or through a front door (a TLS proxy that

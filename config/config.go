@@ -5,6 +5,7 @@ package config
 
 import (
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"queen/auth"
-	"queen/seal"
 )
 
 // Config is the whole broker configuration.
@@ -65,8 +65,8 @@ type Config struct {
 	PGSSLRejectUnauthorized bool
 	PGSSLRootCert           []byte
 
-	// EncryptionKey is QUEEN_ENCRYPTION_KEY (64 hex characters, checked here), "" when unset.
-	EncryptionKey string
+	// EncryptionKey is QUEEN_ENCRYPTION_KEY decoded: 32 bytes of AES-256 key, nil when unset.
+	EncryptionKey []byte
 
 	// TenancyHeader (QUEEN_TENANCY_HEADER) scopes queue identity by the x-queen-tenant header;
 	// it requires TrustedProxy (QUEEN_KV_TRUSTED_PROXY), the operator's statement that only a
@@ -528,18 +528,36 @@ func (r *reader) security(c *Config) {
 		c.PGSSLRootCert = pem
 	}
 
-	if v := r.str("", seal.KeyVar); v != "" {
-		if _, err := seal.ParseKey(v); err != nil && r.err == nil {
-			r.err = fmt.Errorf("invalid %s (value not shown): %w", seal.KeyVar, err)
-		}
-		c.EncryptionKey = v
-	}
+	c.EncryptionKey = r.aesKey("QUEEN_ENCRYPTION_KEY")
 
 	c.TenancyHeader = r.boolean(false, "QUEEN_TENANCY_HEADER")
 	c.TrustedProxy = r.boolean(false, "QUEEN_KV_TRUSTED_PROXY")
 	if err := c.CheckTenancy(); err != nil && r.err == nil {
 		r.err = err
 	}
+}
+
+// aesKey reads an AES-256 key given as exactly 64 hexadecimal characters (32 bytes, as printed
+// by `openssl rand -hex 32`); nil when unset. The error never repeats the value.
+func (r *reader) aesKey(name string) []byte {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return nil
+	}
+	raw, err := hex.DecodeString(v)
+	why := ""
+	switch {
+	case len(v) != 64:
+		why = fmt.Sprintf("must be exactly 64 hex characters (32 bytes, e.g. openssl rand -hex 32), got %d characters", len(v))
+	case err != nil:
+		why = "must be 64 hex characters (0-9, a-f): it is not valid hex"
+	default:
+		return raw
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("invalid %s (value not shown): %s", name, why)
+	}
+	return nil
 }
 
 // CheckTenancy refuses QUEEN_TENANCY_HEADER=true without QUEEN_KV_TRUSTED_PROXY=true.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,10 +78,13 @@ func TestPostgresTLSSettings(t *testing.T) {
 func TestEncryptionKey(t *testing.T) {
 	key := strings.Repeat("0f", 32)
 	c, err := Load(env(map[string]string{"QUEEN_ENCRYPTION_KEY": key}))
-	if err != nil || c.EncryptionKey != key {
+	if err != nil || hex.EncodeToString(c.EncryptionKey) != key {
 		t.Fatalf("a valid key: %v", err)
 	}
-	for _, bad := range []string{"short", strings.Repeat("g", 64), key + "00"} {
+	if c, err := Load(env(map[string]string{"QUEEN_ENCRYPTION_KEY": strings.ToUpper(key)})); err != nil || hex.EncodeToString(c.EncryptionKey) != key {
+		t.Fatalf("an upper-case key: %v", err)
+	}
+	for _, bad := range []string{"short", strings.Repeat("g", 64), key + "00", strings.Repeat("a", 63)} {
 		_, err := Load(env(map[string]string{"QUEEN_ENCRYPTION_KEY": bad}))
 		if err == nil || !strings.Contains(err.Error(), "QUEEN_ENCRYPTION_KEY") || strings.Contains(err.Error(), bad) {
 			t.Errorf("key %q: %v, want an error naming the variable and not the value", bad, err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

@@ -26,7 +26,7 @@ import (
 
 	"queen/auth"
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"queen/auth"
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/proxy"
 	"queen/proxy/pxdb"
 	"queen/server/servertest"

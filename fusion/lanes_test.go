@@ -8,7 +8,7 @@ import (
 
 	"queen/fusion"
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // A push spanning many partitions is split over the lanes and answered once, in item order.

@@ -3,7 +3,7 @@ package fusion_test
 import (
 	"testing"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // The lanes are tested against the real push: PostgreSQL says which item each result names.

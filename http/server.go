@@ -50,7 +50,7 @@ type Deps struct {
 	PayloadKey *seal.Key
 	// EncryptedQueues says which queues are configured with encryptionEnabled; configure
 	// and delete keep it current.
-	EncryptedQueues *seal.Queues
+	EncryptedQueues *writer.EncryptedQueues
 }
 
 // Server serves the Queen HTTP API.

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // A fused ack call mixes the items of several tenants: each item is resolved in its own scope,

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"queen/migrations"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // The migrations grant nothing to PUBLIC: not the queen schema, not a table or sequence in it,

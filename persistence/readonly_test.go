@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // A connection whose server only reads (a standby, or the old primary of a failover) fails a

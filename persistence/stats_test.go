@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 func statsCount(t *testing.T, pool *pgxpool.Pool, table string) int64 {

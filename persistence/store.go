@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"queen/migrations"
 )
 
 // QueueMode is the consumer group name of competing consumers (no named group).
@@ -86,6 +89,17 @@ type PoolOptions struct {
 	// OnConnect, when set, is told the address of the server of every new connection (host:port,
 	// or the unix socket's path): after a failover it is another host of the list.
 	OnConnect func(server string)
+}
+
+// Migrate creates the queen schema if needed and applies the broker's migrations not yet
+// recorded in queen.schema_migrations.
+func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot acquire a connection for migrations: %w", err)
+	}
+	defer conn.Release()
+	return migrations.Set.Apply(ctx, conn.Conn(), log)
 }
 
 // Open connects to PostgreSQL. Every session runs in UTC so timestamps render as the clients

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // storeEnv is one test's Store on a database of its own, with the SQL reads that check what

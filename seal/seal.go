@@ -28,16 +28,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 )
-
-// KeyVar is the environment variable holding the key.
-const KeyVar = "QUEEN_ENCRYPTION_KEY"
 
 const (
 	nonceSize    = 12
@@ -53,20 +48,6 @@ const (
 type Key struct {
 	gcm   cipher.AEAD // 12-byte nonces
 	gcm16 cipher.AEAD // 16-byte nonces, for envelopes whose whole 16-byte IV was the GCM nonce
-}
-
-// ParseKey reads a key given as exactly 64 hexadecimal characters (32 bytes, as printed by
-// `openssl rand -hex 32`). The error never repeats the value.
-func ParseKey(s string) (*Key, error) {
-	s = strings.TrimSpace(s)
-	if len(s) != 64 {
-		return nil, fmt.Errorf("must be exactly 64 hex characters (32 bytes, e.g. openssl rand -hex 32), got %d characters", len(s))
-	}
-	raw, err := hex.DecodeString(s)
-	if err != nil {
-		return nil, errors.New("must be 64 hex characters (0-9, a-f): it is not valid hex")
-	}
-	return NewKey(raw)
 }
 
 // NewKey makes a key from 32 raw bytes.

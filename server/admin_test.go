@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

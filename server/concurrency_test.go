@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"queen/config"
 	"queen/persistence"
-	"queen/persistence/localpg"
+	"queen/pg/localpg"
 )
 
 // database is the broker's PostgreSQL: its own local cluster when PG_HOST is unset, the pool

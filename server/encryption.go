@@ -10,13 +10,14 @@ import (
 	"queen/config"
 	"queen/persistence"
 	"queen/seal"
+	"queen/writer"
 )
 
 // encryption is payload encryption at rest: the key (nil without QUEEN_ENCRYPTION_KEY) and the
 // set of queues flagged encryptionEnabled, which a goroutine keeps current.
 type encryption struct {
 	key    *seal.Key
-	queues *seal.Queues
+	queues *writer.EncryptedQueues
 	stop   context.CancelFunc
 }
 
@@ -24,16 +25,16 @@ type encryption struct {
 // and reads which queues are flagged encryptionEnabled.
 func startEncryption(ctx context.Context, cfg config.Config, store *persistence.Store, log *slog.Logger) (*encryption, error) {
 	e := &encryption{}
-	if cfg.EncryptionKey != "" {
-		k, err := seal.ParseKey(cfg.EncryptionKey)
+	if cfg.EncryptionKey != nil {
+		k, err := seal.NewKey(cfg.EncryptionKey)
 		if err != nil {
-			return nil, fmt.Errorf("invalid %s: %w", seal.KeyVar, err)
+			return nil, fmt.Errorf("invalid QUEEN_ENCRYPTION_KEY: %w", err)
 		}
 		e.key = k
 		store.SetSealer(k)
 		log.Info("encryption service initialized (AES-256-GCM)")
 	}
-	e.queues = seal.NewQueues(store.EncryptedQueues, log.With("subsystem", "encryption"))
+	e.queues = writer.NewEncryptedQueues(store.EncryptedQueues, log.With("subsystem", "encryption"))
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := e.queues.Reload(lctx); err != nil {

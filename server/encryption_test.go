@@ -19,14 +19,14 @@ import (
 	"time"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 
 const testEncryptionKey = "5c0fa1d2e3b4a5968778695a4b3c2d1e0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 // withKey gives a test broker QUEEN_ENCRYPTION_KEY.
-func withKey(c *config.Config) { c.EncryptionKey = testEncryptionKey }
+func withKey(c *config.Config) { c.EncryptionKey, _ = hex.DecodeString(testEncryptionKey) }
 
 // storedRow is a message as PostgreSQL holds it.
 type storedRow struct {

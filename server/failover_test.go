@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"queen/persistence/localpg"
+	"queen/pg/localpg"
 	"queen/server/servertest"
 )
 

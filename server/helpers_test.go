@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

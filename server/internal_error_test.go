@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"queen/config"
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // jobsLog collects log output that a background goroutine (a job loop, a listener) writes

@@ -25,7 +25,7 @@ import (
 	"queen/auth"
 	"queen/config"
 	queenhttp "queen/http"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server"
 	"queen/server/servertest"
 )

@@ -3,7 +3,7 @@ package server_test
 import (
 	"testing"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

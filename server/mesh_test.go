@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server"
 )
 

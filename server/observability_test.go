@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -18,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 	"queen/telemetry"
 )
@@ -462,7 +463,7 @@ func TestStatusWithoutDatabase(t *testing.T) {
 // the rates line comes every QUEEN_LOG_RATES_MS, followed by the busiest queues.
 func TestRatesLogAndBootSettings(t *testing.T) {
 	const syncSecret = "mesh-secret-value-4c1e"
-	key := strings.Repeat("ab", 32)
+	key := bytes.Repeat([]byte{0xab}, 32)
 	var buf servertest.LogBuffer
 	c := servertest.StartLogged(t, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		func(c *config.Config) { c.LogRates, c.MeshSecret, c.EncryptionKey = time.Second, syncSecret, key })
@@ -473,7 +474,7 @@ func TestRatesLogAndBootSettings(t *testing.T) {
 			t.Errorf("config: %s logged %d times, want once", sub, n)
 		}
 	}
-	if strings.Contains(boot, syncSecret) || strings.Contains(boot, key) {
+	if strings.Contains(boot, syncSecret) || strings.Contains(boot, hex.EncodeToString(key)) {
 		t.Fatal("the boot log shows a secret")
 	}
 	for _, want := range []string{`secret=set heartbeat=`, `encryption_key=set`, `msg="config: metrics" refresh=10s max_series=10000 log_rates=1s`} {

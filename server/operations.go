@@ -9,8 +9,8 @@ import (
 	queenhttp "queen/http"
 	"queen/mesh"
 	"queen/persistence"
-	"queen/seal"
 	"queen/spool"
+	"queen/writer"
 )
 
 // operations is the control surface the HTTP routes use (http.Control), over the services that
@@ -109,7 +109,7 @@ func (o *operations) SharedState() any {
 type meshInbox struct {
 	actors    *actors.System
 	maint     *maintenance
-	encrypted *seal.Queues
+	encrypted *writer.EncryptedQueues
 }
 
 func (m *meshInbox) MessageAvailable(queue, partition string) {

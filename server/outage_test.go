@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"queen/config"
-	"queen/persistence/localpg"
+	"queen/pg/localpg"
 	"queen/server"
 	"queen/server/servertest"
 )

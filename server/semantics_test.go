@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

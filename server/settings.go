@@ -41,7 +41,7 @@ func logSettings(c config.Config, log *slog.Logger) {
 		"partition_cleanup_days", c.PartitionCleanupDays, "stats_retention_days", c.StatsRetentionDays)
 	log.Info("config: file_buffer", "dir", c.SpoolDir, "flush", c.SpoolFlush, "max_batch", c.SpoolMaxBatch,
 		"db_wait", c.SpoolAfter, "flags_refresh", c.FlagsRefresh)
-	log.Info("config: security", "encryption_key", secret(c.EncryptionKey), "tenancy_header", c.TenancyHeader,
+	log.Info("config: security", "encryption_key", secret(string(c.EncryptionKey)), "tenancy_header", c.TenancyHeader,
 		"trusted_proxy", c.TrustedProxy, "metrics_bind_addr", c.MetricsBindAddr)
 	log.Info("config: metrics", "refresh", c.MetricsRefresh, "max_series", c.MetricsMaxSeries, "log_rates", c.LogRates)
 	log.Info("config: logging", "level", c.LogLevel.String())

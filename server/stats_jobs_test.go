@@ -7,7 +7,7 @@ import (
 
 	"queen/config"
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 )
 
 // The retention job prunes the per-minute statistics older than QUEEN_STATS_RETENTION_DAYS.

@@ -22,7 +22,7 @@ import (
 
 	"queen/auth"
 	"queen/persistence"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server/servertest"
 )
 

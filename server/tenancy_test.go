@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"queen/config"
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/server"
 	"queen/server/servertest"
 )

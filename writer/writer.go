@@ -33,7 +33,7 @@ type Deps struct {
 	// PayloadKey seals and opens payloads; nil without QUEEN_ENCRYPTION_KEY.
 	PayloadKey *seal.Key
 	// EncryptedQueues says which queues are configured with encryptionEnabled.
-	EncryptedQueues *seal.Queues
+	EncryptedQueues *EncryptedQueues
 	// PushDeadline bounds the wait for the queue actors' answer to a push. They answer from
 	// the spool when PostgreSQL is slow, so it only guards against a stuck spool.
 	PushDeadline time.Duration

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/proxy/pxdb"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"queen/persistence/pgtest"
+	"queen/pg/pgtest"
 	"queen/proxy/pxdb"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"queen/persistence"
-	"queen/persistence/localpg"
+	"queen/pg"
+	"queen/pg/localpg"
 )
 
 //go:embed migrations/*.sql
@@ -155,7 +155,7 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) (useRol
 	if err != nil {
 		return false, fmt.Errorf("cannot read the control-plane migrations: %w", err)
 	}
-	set := persistence.MigrationSet{Files: files, Schema: "queen_proxy", LockKey: migrationLockKey}
+	set := pg.MigrationSet{Files: files, Schema: "queen_proxy", LockKey: migrationLockKey}
 	if err := set.Apply(ctx, conn, log); err != nil {
 		return false, fmt.Errorf("cannot migrate the control-plane database: %w", err)
 	}

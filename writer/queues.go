@@ -1,4 +1,4 @@
-package seal
+package writer
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 	"queen/persistence"
 )
 
-// Queues knows which queues are configured with encryptionEnabled, so that a push learns whether
+// EncryptedQueues knows which queues are configured with encryptionEnabled, so that a push learns whether
 // to seal without a database round trip: the push must seal before its payload reaches the disk
 // spool, where PostgreSQL may not be reachable at all.
 //
@@ -19,7 +19,7 @@ import (
 // broker configures or deletes a queue, Kick when a peer announces a change on the mesh, and a
 // periodic reload as the floor under a lost announcement. The database stays the authority: the
 // push transaction re-checks the flag and seals what a stale cache let through in clear.
-type Queues struct {
+type EncryptedQueues struct {
 	load func(context.Context) ([]persistence.QueueName, error)
 	log  *slog.Logger
 	kick chan struct{}
@@ -29,30 +29,30 @@ type Queues struct {
 	gen uint64 // bumped by Set, so a reload that read before a local change does not undo it
 }
 
-// NewQueues makes an empty set; load reads the names of the flagged queues from the database.
-func NewQueues(load func(context.Context) ([]persistence.QueueName, error), log *slog.Logger) *Queues {
+// NewEncryptedQueues makes an empty set; load reads the names of the flagged queues from the database.
+func NewEncryptedQueues(load func(context.Context) ([]persistence.QueueName, error), log *slog.Logger) *EncryptedQueues {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Queues{load: load, log: log, kick: make(chan struct{}, 1), on: map[persistence.QueueName]bool{}}
+	return &EncryptedQueues{load: load, log: log, kick: make(chan struct{}, 1), on: map[persistence.QueueName]bool{}}
 }
 
 // Encrypted reports whether queue is flagged encryptionEnabled.
-func (q *Queues) Encrypted(queue persistence.QueueName) bool {
+func (q *EncryptedQueues) Encrypted(queue persistence.QueueName) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	return q.on[queue]
 }
 
 // Count is the number of flagged queues.
-func (q *Queues) Count() int {
+func (q *EncryptedQueues) Count() int {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	return len(q.on)
 }
 
 // Names lists the flagged queues, by tenant then name.
-func (q *Queues) Names() []persistence.QueueName {
+func (q *EncryptedQueues) Names() []persistence.QueueName {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	names := make([]persistence.QueueName, 0, len(q.on))
@@ -66,7 +66,7 @@ func (q *Queues) Names() []persistence.QueueName {
 }
 
 // Set records a change made by this broker (configure, delete).
-func (q *Queues) Set(queue persistence.QueueName, encrypted bool) {
+func (q *EncryptedQueues) Set(queue persistence.QueueName, encrypted bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.gen++
@@ -79,7 +79,7 @@ func (q *Queues) Set(queue persistence.QueueName, encrypted bool) {
 
 // Reload replaces the set with the database's. It reports false, changing nothing, when a
 // local Set happened while it read: what it read may predate that change.
-func (q *Queues) Reload(ctx context.Context) (bool, error) {
+func (q *EncryptedQueues) Reload(ctx context.Context) (bool, error) {
 	q.mu.RLock()
 	gen := q.gen
 	q.mu.RUnlock()
@@ -101,7 +101,7 @@ func (q *Queues) Reload(ctx context.Context) (bool, error) {
 }
 
 // Kick asks the Run loop for a reload soon (a peer changed a queue's configuration).
-func (q *Queues) Kick() {
+func (q *EncryptedQueues) Kick() {
 	select {
 	case q.kick <- struct{}{}:
 	default:
@@ -109,7 +109,7 @@ func (q *Queues) Kick() {
 }
 
 // Run reloads every interval and on Kick until ctx ends.
-func (q *Queues) Run(ctx context.Context, every time.Duration) {
+func (q *EncryptedQueues) Run(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		every = 10 * time.Second
 	}

@@ -1,4 +1,6 @@
-package persistence
+// Package pg is the PostgreSQL plumbing the broker and the front door share: the migration
+// runner here, the private cluster (localpg) and the test databases (pgtest) beside it.
+package pg
 
 import (
 	"context"
@@ -10,13 +12,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"queen/migrations"
 )
-
-// migrationLockKey is the advisory lock that serialises brokers booting at once: the first one
-// applies the pending migrations, the others wait and then find nothing left to do.
-const migrationLockKey int64 = 0x717565656e4d4947 // "queenMIG"
 
 // Migration is one numbered SQL file of the migrations directory.
 type Migration struct {
@@ -32,9 +28,6 @@ type MigrationSet struct {
 	Schema  string // created if missing, closed to PUBLIC; holds schema_migrations
 	LockKey int64  // the advisory lock serialising the processes that migrate at once
 }
-
-// brokerMigrations are the broker's own.
-var brokerMigrations = MigrationSet{Files: migrations.Files, Schema: "queen", LockKey: migrationLockKey}
 
 // Load reads the migration files in version order.
 func (set MigrationSet) Load() ([]Migration, error) {
@@ -69,17 +62,6 @@ func (set MigrationSet) Load() ([]Migration, error) {
 		}
 	}
 	return out, nil
-}
-
-// Migrate creates the queen schema if needed and applies the broker's migrations not yet
-// recorded in queen.schema_migrations.
-func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("cannot acquire a connection for migrations: %w", err)
-	}
-	defer conn.Release()
-	return brokerMigrations.Apply(ctx, conn.Conn(), log)
 }
 
 // Apply applies on conn every migration of the set not yet recorded, each in its own

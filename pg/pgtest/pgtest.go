@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"queen/persistence"
-	"queen/persistence/localpg"
+	"queen/migrations"
+	"queen/pg/localpg"
 )
 
 // dirPrefix names the temp directories of the clusters under /tmp, so that one left behind by a
@@ -143,13 +143,13 @@ func createTemplate(ctx context.Context, log *slog.Logger) error {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{template}.Sanitize()); err != nil {
 		return fmt.Errorf("cannot create %s: %w", template, err)
 	}
-	pool, err := pgxpool.New(ctx, connString(template))
+	conn, err := pgx.Connect(ctx, connString(template))
 	if err != nil {
 		return fmt.Errorf("cannot connect to %s: %w", template, err)
 	}
-	err = persistence.NewStore(pool).Migrate(ctx, log)
+	err = migrations.Set.Apply(ctx, conn, log)
 	// Copying a template needs it free of sessions, ours included.
-	pool.Close()
+	conn.Close(context.Background())
 	if err != nil {
 		return fmt.Errorf("cannot migrate %s: %w", template, err)
 	}

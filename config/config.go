@@ -4,7 +4,6 @@
 package config
 
 import (
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"queen/auth"
+	"queen/pg"
 )
 
 // Config is the whole broker configuration.
@@ -47,24 +47,13 @@ type Config struct {
 	// LogRates (QUEEN_LOG_RATES_MS, 0: off) is the period of the rates log line.
 	LogRates time.Duration
 
-	// PostgreSQL. PGServers is PG_HOST, the servers to try in order (PG_PORT for an entry
-	// without a port of its own); the broker writes to the one that accepts writes, so the list
-	// can name a primary and its standbys. Empty: the broker runs its own PostgreSQL under
-	// DataDir.
-	PGServers     []PGServer
-	PGUser        string
-	PGPassword    string
-	PGDB          string
-	DataDir       string // QUEEN_DATA_DIR
-	DBPoolSize    int
+	// PG is the broker's PostgreSQL: PG_HOST (the servers to try in order, PG_PORT for an entry
+	// without a port of its own), PG_USER, PG_PASSWORD, PG_DB, PG_USE_SSL,
+	// PG_SSL_REJECT_UNAUTHORIZED, PG_SSL_ROOT_CERT, DB_POOL_SIZE and QUEEN_DATA_DIR, where the
+	// broker runs its own PostgreSQL when PG_HOST is unset.
+	PG            pg.Settings
 	DBConnTimeout time.Duration // DB_CONNECTION_TIMEOUT (ms)
 	DBStmtTimeout time.Duration // DB_STATEMENT_TIMEOUT (ms)
-	// TLS to PostgreSQL (only when PGServers is set): PG_USE_SSL, PG_SSL_REJECT_UNAUTHORIZED, and
-	// PG_SSL_ROOT_CERT (a CA file, or the PEM itself) resolved to PEM bytes.
-	PGUseSSL                bool
-	PGSSLRejectUnauthorized bool
-	PGSSLRootCert           []byte
-
 	// EncryptionKey is QUEEN_ENCRYPTION_KEY decoded: 32 bytes of AES-256 key, nil when unset.
 	EncryptionKey []byte
 
@@ -125,15 +114,6 @@ type Config struct {
 	JWT       auth.Config // JWT_*: the others are read, and checked, only when JWT_ENABLED=true
 }
 
-// PGServer is one entry of PG_HOST.
-type PGServer struct {
-	Host string // a host name, an IP address, or a unix socket directory (an absolute path)
-	Port int
-}
-
-// String is host:port, as the logs show it.
-func (s PGServer) String() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
-
 // Load reads the configuration through getenv (os.Getenv in production, a map in tests).
 func Load(getenv func(string) string) (Config, error) {
 	r := reader{getenv: getenv}
@@ -152,12 +132,8 @@ func Load(getenv func(string) string) (Config, error) {
 		MetricsMaxSeries: r.intIn(10000, 0, 1000000, "QUEEN_METRICS_MAX_SERIES"),
 		LogRates:         r.period(10000, 1000, "QUEEN_LOG_RATES_MS"),
 
-		PGServers:     r.pgServers(),
-		PGUser:        r.str("postgres", "PG_USER"),
-		PGPassword:    r.str("postgres", "PG_PASSWORD"),
-		PGDB:          r.str("postgres", "PG_DB"),
-		DataDir:       r.str(".queen", "QUEEN_DATA_DIR"),
-		DBPoolSize:    r.intIn(20, 2, 10000, "DB_POOL_SIZE"),
+		PG: r.postgres(postgresVars{prefix: "PG_", password: "postgres", db: "postgres",
+			poolVar: "DB_POOL_SIZE", pool: 20, minPool: 2, maxPool: 10000, dataDirVar: "QUEEN_DATA_DIR", dataDir: ".queen"}),
 		DBConnTimeout: r.millis(2000, "DB_CONNECTION_TIMEOUT"),
 		DBStmtTimeout: r.millis(30000, "DB_STATEMENT_TIMEOUT"),
 
@@ -206,7 +182,7 @@ func Load(getenv func(string) string) (Config, error) {
 		JWT:           r.jwt(),
 	}
 	c.ServerID = r.str(fmt.Sprintf("%s:%d", host, c.Port), "QUEEN_SERVER_ID")
-	c.SpoolDir = r.str(filepath.Join(c.DataDir, "spool"), "FILE_BUFFER_DIR")
+	c.SpoolDir = r.str(filepath.Join(c.PG.DataDir, "spool"), "FILE_BUFFER_DIR")
 	c.MeshBindAddr = r.str(c.BindAddr, "QUEEN_MESH_BIND_ADDR")
 	c.MeshPeers = r.peers(c.MeshPort, "QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS")
 	c.CORSOrigins = r.origins("QUEEN_CORS_ALLOWED_ORIGINS")
@@ -391,50 +367,6 @@ func (r *reader) peers(port int, names ...string) []string {
 	return out
 }
 
-// pgServers reads PG_HOST: a comma-separated list of host name, IP address or unix socket
-// directory, each optionally with :port ([IPv6]:port); an entry without a port gets PG_PORT.
-// An empty entry is a mistake too: the list says which servers may hold the data.
-func (r *reader) pgServers() []PGServer {
-	port := r.intIn(5432, 1, 65535, "PG_PORT")
-	v := r.str("", "PG_HOST")
-	if v == "" {
-		return nil
-	}
-	var out []PGServer
-	for _, e := range strings.Split(v, ",") {
-		s, ok := parsePGServer(strings.TrimSpace(e), port)
-		if !ok {
-			r.fail("PG_HOST", v, "must be a comma-separated list of host, host:port, [IPv6 address]:port or /unix/socket/directory")
-			return nil
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-func parsePGServer(e string, port int) (PGServer, bool) {
-	host, p, err := net.SplitHostPort(e)
-	if err != nil { // no port: the whole entry is the host
-		host, p = e, strconv.Itoa(port)
-		if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-			host = host[1 : len(host)-1]
-		}
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n < 1 || n > 65535 {
-		return PGServer{}, false
-	}
-	s := PGServer{Host: host, Port: n}
-	if strings.HasPrefix(host, "/") || net.ParseIP(host) != nil {
-		return s, true
-	}
-	ok := host != ""
-	for _, c := range host {
-		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_')
-	}
-	return s, ok
-}
-
 // jwt reads the JWT variables when JWT_ENABLED=true and checks them together (algorithms
 // against key material, the PEM, role names): every error names the variable.
 func (r *reader) jwt() auth.Config {
@@ -504,28 +436,6 @@ func (r *reader) security(c *Config) {
 			r.fail("QUEEN_METRICS_BIND_ADDR", v, "must be host:port (e.g. 127.0.0.1:9632)")
 		}
 		c.MetricsBindAddr = v
-	}
-
-	c.PGUseSSL = r.boolean(false, "PG_USE_SSL")
-	c.PGSSLRejectUnauthorized = r.boolean(true, "PG_SSL_REJECT_UNAUTHORIZED")
-	if v := r.str("", "PG_SSL_ROOT_CERT"); v != "" {
-		shown := v
-		var pem []byte
-		if strings.Contains(v, "-----BEGIN") {
-			// The PEM itself, as the reference takes it; \n escapes allow a one-line env file.
-			shown = "<PEM content>"
-			pem = []byte(strings.ReplaceAll(v, `\n`, "\n"))
-		} else {
-			b, err := os.ReadFile(v)
-			if err != nil {
-				r.fail("PG_SSL_ROOT_CERT", shown, "cannot read the CA file: "+err.Error())
-			}
-			pem = b
-		}
-		if r.err == nil && !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			r.fail("PG_SSL_ROOT_CERT", shown, "holds no PEM-encoded CA certificate")
-		}
-		c.PGSSLRootCert = pem
 	}
 
 	c.EncryptionKey = r.aesKey("QUEEN_ENCRYPTION_KEY")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"queen/pg"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -15,7 +17,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Port != 6632 || c.BindAddr != "0.0.0.0" || c.DefaultTimeout != 30*time.Second ||
-		c.DefaultBatchSize != 1 || c.PGServers != nil || c.DataDir != ".queen" || c.JWT.Enabled ||
+		c.DefaultBatchSize != 1 || c.PG.Servers != nil || c.PG.DataDir != ".queen" || c.PG.Password != "postgres" || c.PG.PoolSize != 20 || c.JWT.Enabled ||
 		c.MaxBodyBytes != 64<<20 || c.PopWaitInitialInterval != 100*time.Millisecond {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
@@ -152,16 +154,16 @@ func TestPGHostList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []PGServer{{"db1.example.com", 5439}, {"10.0.0.2", 5433}, {"::1", 6000}, {"::2", 5439}, {"/run/pg", 5439}, {"/tmp/pg", 5434}}
-	if !slices.Equal(c.PGServers, want) {
-		t.Fatalf("PG_HOST parsed as %v, want %v", c.PGServers, want)
+	want := []pg.Server{{Host: "db1.example.com", Port: 5439}, {Host: "10.0.0.2", Port: 5433}, {Host: "::1", Port: 6000}, {Host: "::2", Port: 5439}, {Host: "/run/pg", Port: 5439}, {Host: "/tmp/pg", Port: 5434}}
+	if !slices.Equal(c.PG.Servers, want) {
+		t.Fatalf("PG_HOST parsed as %v, want %v", c.PG.Servers, want)
 	}
-	if got := c.PGServers[2].String(); got != "[::1]:6000" {
+	if got := c.PG.Servers[2].String(); got != "[::1]:6000" {
 		t.Errorf("String of an IPv6 entry: %q", got)
 	}
 	c, err = Load(env(map[string]string{"PG_HOST": "db"}))
-	if err != nil || !slices.Equal(c.PGServers, []PGServer{{"db", 5432}}) {
-		t.Fatalf("one host: %v %v", err, c.PGServers)
+	if err != nil || !slices.Equal(c.PG.Servers, []pg.Server{{Host: "db", Port: 5432}}) {
+		t.Fatalf("one host: %v %v", err, c.PG.Servers)
 	}
 	for _, v := range []string{"db1,", ",db1", "db1,,db2", "db1:0", "db1:65536", "db1:x", "db1:", ":5432", "db 1", "db1;db2", "run/pg", "http://db1"} {
 		if _, err := Load(env(map[string]string{"PG_HOST": v})); err == nil || !strings.Contains(err.Error(), "PG_HOST") {

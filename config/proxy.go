@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"queen/pg"
 )
 
-// Proxy is the configuration of queen-proxy, the front door (docs/proxy.md). The control-plane
-// database's PXDB_* variables are read by proxy/pxdb.
+// Proxy is the configuration of queen-proxy, the front door (docs/proxy.md).
 type Proxy struct {
+	// DB is the control-plane database (LoadProxyDB).
+	DB pg.Settings
+
 	Port     int    // QUEEN_PROXY_PORT
 	BindAddr string // QUEEN_PROXY_BIND_ADDR, a bare host
 	// TLSCert and TLSKey are PEM files; both or neither. Neither means plaintext.
@@ -42,6 +46,7 @@ type Proxy struct {
 func LoadProxy(getenv func(string) string) (Proxy, error) {
 	r := reader{getenv: getenv}
 	c := Proxy{
+		DB:               r.proxyDB(),
 		Port:             r.intIn(6711, 1, 65535, "QUEEN_PROXY_PORT"),
 		BindAddr:         r.str("0.0.0.0", "QUEEN_PROXY_BIND_ADDR"),
 		TLSCert:          r.str("", "QUEEN_PROXY_TLS_CERT"),
@@ -87,6 +92,20 @@ func LoadProxy(getenv func(string) string) (Proxy, error) {
 		return Proxy{}, r.err
 	}
 	return c, nil
+}
+
+// LoadProxyDB reads the PXDB_* variables and QUEEN_PROXY_DATA_DIR alone: the front door's
+// administration commands need the control-plane database and nothing else of the
+// configuration. Unlike PG_PASSWORD, PXDB_PASSWORD has no default.
+func LoadProxyDB(getenv func(string) string) (pg.Settings, error) {
+	r := reader{getenv: getenv}
+	s := r.proxyDB()
+	return s, r.err
+}
+
+func (r *reader) proxyDB() pg.Settings {
+	return r.postgres(postgresVars{prefix: "PXDB_", db: "queen_proxy", poolVar: "PXDB_POOL_SIZE", pool: 16, minPool: 1,
+		maxPool: 1000, dataDirVar: "QUEEN_PROXY_DATA_DIR", dataDir: "./data/queen-proxy"})
 }
 
 // TLS reports whether the proxy serves TLS.

@@ -43,3 +43,42 @@ func TestProxyInvalidSettings(t *testing.T) {
 		t.Errorf("short secret: %v", err)
 	}
 }
+
+// The control-plane database is read as the broker's is, from PXDB_* variables with defaults
+// of its own; a host list and a CA given as PEM content work as they do for PG_*.
+func TestProxyDatabaseSettings(t *testing.T) {
+	s, err := LoadProxyDB(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Servers != nil || s.User != "postgres" || s.Password != "" || s.DB != "queen_proxy" || s.PoolSize != 16 ||
+		s.DataDir != "./data/queen-proxy" || !s.RejectUnauthorized || s.UseSSL || s.Prefix != "PXDB_" {
+		t.Fatalf("defaults: %+v", s)
+	}
+	s, err = LoadProxyDB(env(map[string]string{"PXDB_HOST": "a,b:6000", "PXDB_PORT": "5439", "PXDB_SSL_ROOT_CERT": malformedCA}))
+	if err == nil || !strings.Contains(err.Error(), "PXDB_SSL_ROOT_CERT") {
+		t.Fatalf("a malformed CA: %v", err)
+	}
+	s, err = LoadProxyDB(env(map[string]string{"PXDB_HOST": "a,b:6000", "PXDB_PORT": "5439"}))
+	if err != nil || s.Hosts() != "a:5439,b:6000" {
+		t.Fatalf("host list: %v %s", err, s.Hosts())
+	}
+	for name, value := range map[string]string{
+		"PXDB_HOST":                    "a,,b",
+		"PXDB_PORT":                    "postgres",
+		"PXDB_POOL_SIZE":               "0",
+		"PXDB_USE_SSL":                 "yes",
+		"PXDB_SSL_REJECT_UNAUTHORIZED": "1",
+		"PXDB_SSL_ROOT_CERT":           "/nonexistent/ca.pem",
+	} {
+		_, err := LoadProxyDB(env(map[string]string{name: value}))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: %v, want an error naming %s", name, value, err, name)
+		}
+	}
+	// The serving proxy reads the same settings.
+	c, err := LoadProxy(env(map[string]string{"PXDB_DB": "cp"}))
+	if err != nil || c.DB.DB != "cp" {
+		t.Fatalf("LoadProxy: %v %+v", err, c.DB)
+	}
+}

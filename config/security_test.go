@@ -55,11 +55,11 @@ bGhvc3QwCgYIKoZIzj0EAwIDSQAwRgIhAJ3n1Z0m7B0Z6Xz9fC6r1b5H1Z5p6Y3l
 
 func TestPostgresTLSSettings(t *testing.T) {
 	c, err := Load(env(nil))
-	if err != nil || c.PGUseSSL || !c.PGSSLRejectUnauthorized || c.PGSSLRootCert != nil {
-		t.Fatalf("defaults: %v use_ssl %v reject %v ca %d bytes", err, c.PGUseSSL, c.PGSSLRejectUnauthorized, len(c.PGSSLRootCert))
+	if err != nil || c.PG.UseSSL || !c.PG.RejectUnauthorized || c.PG.RootCert != nil {
+		t.Fatalf("defaults: %v use_ssl %v reject %v ca %d bytes", err, c.PG.UseSSL, c.PG.RejectUnauthorized, len(c.PG.RootCert))
 	}
 	c, err = Load(env(map[string]string{"PG_USE_SSL": "true", "PG_SSL_REJECT_UNAUTHORIZED": "false"}))
-	if err != nil || !c.PGUseSSL || c.PGSSLRejectUnauthorized {
+	if err != nil || !c.PG.UseSSL || c.PG.RejectUnauthorized {
 		t.Fatalf("PG_USE_SSL=true PG_SSL_REJECT_UNAUTHORIZED=false: %v %+v", err, c)
 	}
 	// Garbage inside BEGIN/END lines is refused as content or as a file.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"queen/persistence"
+	"queen/pg"
 )
 
 // fillPartitions pushes perPartition messages to each of n partitions of queue, message k of
@@ -237,7 +238,7 @@ func TestPopSearchReadsAChunk(t *testing.T) {
 	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
 		SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g
 		ON CONFLICT DO NOTHING`)
-	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), persistence.PoolOptions{})
+	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestClaimPlansMadeOnEmptyTablesReadByIndex(t *testing.T) {
 			if idle {
 				e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group) VALUES ($1, $2)`, pid, persistence.QueueMode)
 			}
-			s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), persistence.PoolOptions{})
+			s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"queen/persistence"
+	"queen/pg"
 	"queen/pg/pgtest"
 )
 
@@ -16,7 +17,7 @@ import (
 // has one connection, so a connection kept after the error would fail the next call too.
 func TestReadOnlyServerIsUnavailable(t *testing.T) {
 	ctx := retentionCtx(t)
-	s, err := persistence.Open(ctx, pgtest.NewDatabase(t), persistence.PoolOptions{MaxConns: 1})
+	s, err := persistence.Open(ctx, pgtest.NewDatabase(t), pg.PoolOptions{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

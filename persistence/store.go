@@ -5,13 +5,11 @@ package persistence
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/migrations"
+	"queen/pg"
 )
 
 // QueueMode is the consumer group name of competing consumers (no named group).
@@ -77,20 +76,6 @@ func (s *Store) failed(err error) {
 	}
 }
 
-// PoolOptions tune the connection pool.
-type PoolOptions struct {
-	MaxConns         int
-	ConnectTimeout   time.Duration
-	StatementTimeout time.Duration
-	// TLS, when set, is the TLS configuration of every connection (PG_USE_SSL): it replaces
-	// the connection string's sslmode, and there is no fallback to plaintext. Each host of the
-	// connection string is verified under its own name.
-	TLS *tls.Config
-	// OnConnect, when set, is told the address of the server of every new connection (host:port,
-	// or the unix socket's path): after a failover it is another host of the list.
-	OnConnect func(server string)
-}
-
 // Migrate creates the queen schema if needed and applies the broker's migrations not yet
 // recorded in queen.schema_migrations.
 func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
@@ -102,81 +87,18 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
 	return migrations.Set.Apply(ctx, conn.Conn(), log)
 }
 
-// Open connects to PostgreSQL. Every session runs in UTC so timestamps render as the clients
-// expect, and with a statement timeout so a stuck query cannot hold a request forever.
-func Open(ctx context.Context, connString string, o PoolOptions) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(connString)
+// Open connects to PostgreSQL (pg.NewPool). Every execution is planned with the table sizes
+// of the moment: a cached generic plan is made once per connection, typically on a fresh, empty
+// database, and kept; its duplicate probe then walked whole partitions and pushes ran 10-20x
+// slower until the broker restarted.
+func Open(ctx context.Context, connString string, o pg.PoolOptions) (*Store, error) {
+	o.AppName = "queen"
+	o.Params = map[string]string{"plan_cache_mode": "force_custom_plan"}
+	pool, err := pg.NewPool(ctx, connString, o)
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse the PostgreSQL connection settings: %w", err)
-	}
-	if o.MaxConns > 0 {
-		cfg.MaxConns = int32(o.MaxConns)
-	}
-	if o.ConnectTimeout > 0 {
-		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
-	}
-	if o.TLS != nil {
-		withTLS(&cfg.ConnConfig.Config, o.TLS)
-	}
-	// A server that answers "read-only transaction" is a standby or a demoted primary: the
-	// connection can never write again, so it is closed rather than handed out anew, and the
-	// next one goes to whichever host accepts writes (target_session_attrs). FATAL errors
-	// close the connection as pgx's default handler does.
-	cfg.ConnConfig.OnPgError = func(_ *pgconn.PgConn, e *pgconn.PgError) bool {
-		return !strings.EqualFold(e.Severity, "FATAL") && e.Code != readOnlyTransaction
-	}
-	if o.OnConnect != nil {
-		cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-			o.OnConnect(c.PgConn().Conn().RemoteAddr().String())
-			return nil
-		}
-	}
-	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
-	cfg.ConnConfig.RuntimeParams["application_name"] = "queen"
-	// Plan every execution with the table sizes of the moment. A cached generic plan is made
-	// once per connection, typically on a fresh, empty database, and kept: its duplicate probe
-	// then walked whole partitions and pushes ran 10-20x slower until the broker restarted.
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	if o.StatementTimeout > 0 {
-		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(o.StatementTimeout.Milliseconds())
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the PostgreSQL pool: %w", err)
+		return nil, err
 	}
 	return NewStore(pool), nil
-}
-
-// readOnlyTransaction is SQLSTATE 25006: a write on a server that only reads. The broker opens
-// no read-only transaction, so it means the server is a standby (or a fenced primary).
-const readOnlyTransaction = "25006"
-
-// withTLS gives every host of cc the TLS configuration t, checked against that host's name:
-// pgx keeps the hosts after the first in Fallbacks, each with a TLS configuration of its own,
-// so setting only the first would verify the others under the wrong name. A host listed twice
-// (sslmode=prefer lists each host with and without TLS) is tried once.
-func withTLS(cc *pgconn.Config, t *tls.Config) {
-	var hosts []*pgconn.FallbackConfig
-	for _, h := range append([]*pgconn.FallbackConfig{{Host: cc.Host, Port: cc.Port}}, cc.Fallbacks...) {
-		if slices.ContainsFunc(hosts, func(o *pgconn.FallbackConfig) bool { return o.Host == h.Host && o.Port == h.Port }) {
-			continue
-		}
-		ht := t.Clone()
-		ht.ServerName = h.Host
-		hosts = append(hosts, &pgconn.FallbackConfig{Host: h.Host, Port: h.Port, TLSConfig: ht})
-	}
-	cc.Host, cc.Port, cc.TLSConfig, cc.Fallbacks = hosts[0].Host, hosts[0].Port, hosts[0].TLSConfig, hosts[1:]
-}
-
-// ConnectionTLS reports whether a connection of the pool is encrypted, and with which TLS
-// version (PG_USE_SSL's check at boot).
-func (s *Store) ConnectionTLS(ctx context.Context) (encrypted bool, version string, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT ssl, COALESCE(version, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).
-		Scan(&encrypted, &version)
-	if err != nil {
-		return false, "", fmt.Errorf("cannot read the TLS state of a connection: %w", err)
-	}
-	return encrypted, version, nil
 }
 
 // Ping reports whether PostgreSQL answers a trivial query.
@@ -254,7 +176,7 @@ func IsUnavailable(err error) bool {
 		// (a standby, or the old primary of a failover), as good as none until the broker
 		// reconnects to the new primary.
 		c := pgErr.Code
-		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03" || c == readOnlyTransaction
+		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03" || c == pg.ReadOnlyTransaction
 	}
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error

@@ -124,13 +124,13 @@ func connectionCap(cfg config.Config, log *slog.Logger) (int, error) {
 // nothing is an error.
 func fitConnections(cfg config.Config, nofile uint64) (n, reserve int, err error) {
 	// The pool's connections, and one connection each way per mesh peer.
-	reserve = cfg.DBPoolSize + 2*len(cfg.MeshPeers) + fixedDescriptorReserve
+	reserve = cfg.PG.PoolSize + 2*len(cfg.MeshPeers) + fixedDescriptorReserve
 	if nofile >= uint64(cfg.MaxConnections+reserve) {
 		return cfg.MaxConnections, reserve, nil
 	}
 	if n = int(nofile) - reserve; n < 1 {
 		return 0, reserve, fmt.Errorf("the descriptor limit (ulimit -n) is %d, and the broker keeps %d of them for PostgreSQL (DB_POOL_SIZE=%d), the mesh and its files: none is left for HTTP connections; raise the limit",
-			nofile, reserve, cfg.DBPoolSize)
+			nofile, reserve, cfg.PG.PoolSize)
 	}
 	return n, reserve, nil
 }

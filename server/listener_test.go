@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"queen/config"
+	"queen/pg"
 )
 
 // failingListener is a real loopback listener whose first Accepts fail with errs, in order, as
@@ -97,8 +98,8 @@ func TestListenerReturnsPermanentAcceptErrors(t *testing.T) {
 // and the fixed reserve are set aside; a limit that leaves nothing stops the boot.
 func TestListenConnectionCapFitsDescriptorLimit(t *testing.T) {
 	t.Parallel()
-	cfg := config.Config{MaxConnections: 10000, DBPoolSize: 20}
-	peers := config.Config{MaxConnections: 10000, DBPoolSize: 20, MeshPeers: []string{"a:6633", "b:6633"}}
+	cfg := config.Config{MaxConnections: 10000, PG: pg.Settings{PoolSize: 20}}
+	peers := config.Config{MaxConnections: 10000, PG: pg.Settings{PoolSize: 20}, MeshPeers: []string{"a:6633", "b:6633"}}
 	for _, tc := range []struct {
 		name   string
 		cfg    config.Config
@@ -110,7 +111,7 @@ func TestListenConnectionCapFitsDescriptorLimit(t *testing.T) {
 		{"exactly enough", cfg, 10000 + 20 + fixedDescriptorReserve, 10000},
 		{"ulimit -n 1024", cfg, 1024, 1024 - 20 - fixedDescriptorReserve},
 		{"ulimit -n 1024 with two peers", peers, 1024, 1024 - 20 - 4 - fixedDescriptorReserve},
-		{"setting below the limit", config.Config{MaxConnections: 50, DBPoolSize: 20}, 1024, 50},
+		{"setting below the limit", config.Config{MaxConnections: 50, PG: pg.Settings{PoolSize: 20}}, 1024, 50},
 	} {
 		n, _, err := fitConnections(tc.cfg, tc.nofile)
 		if err != nil || n != tc.want {

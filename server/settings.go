@@ -9,16 +9,13 @@ import (
 
 // logSettings writes the resolved configuration at boot, one "config: <subsystem>" line per
 // subsystem, so an operator sees what the broker runs with rather than what they meant to set.
-// A secret shows only as set or unset. PostgreSQL reached through PG_HOST gets its line from
-// pgTLS (database.go), which resolves the TLS mode first.
+// A secret shows only as set or unset. PostgreSQL gets its line from pg.Reach, which resolves
+// the TLS mode first.
 func logSettings(c config.Config, log *slog.Logger) {
 	log.Info("config: server", "bind_addr", c.BindAddr, "port", c.Port, "server_id", c.ServerID,
 		"max_body_bytes", c.MaxBodyBytes, "max_items_per_request", c.MaxRequestItems,
 		"max_connections", c.MaxConnections, "request_deadline", c.RequestDeadline,
 		"cors_origins", strings.Join(c.CORSOrigins, ","), "pprof_addr", c.PprofAddr)
-	if len(c.PGServers) == 0 {
-		log.Info("config: postgres", append([]any{"mode", "local", "data_dir", c.DataDir}, pgPool(c)...)...)
-	}
 	a := c.JWT
 	if a.Enabled {
 		log.Info("config: auth", "jwt_enabled", true, "algorithm", a.Algorithm, "secret", secret(a.Secret),
@@ -45,18 +42,6 @@ func logSettings(c config.Config, log *slog.Logger) {
 		"trusted_proxy", c.TrustedProxy, "metrics_bind_addr", c.MetricsBindAddr)
 	log.Info("config: metrics", "refresh", c.MetricsRefresh, "max_series", c.MetricsMaxSeries, "log_rates", c.LogRates)
 	log.Info("config: logging", "level", c.LogLevel.String())
-}
-
-// pgPool are the pool settings of the "config: postgres" line, local or PG_HOST.
-func pgPool(c config.Config) []any {
-	return []any{"pool_size", c.DBPoolSize, "connection_timeout", c.DBConnTimeout, "statement_timeout", c.DBStmtTimeout}
-}
-
-// pgServer are the settings of the "config: postgres" line of a PG_HOST server besides its
-// TLS mode.
-func pgServer(c config.Config) []any {
-	return append([]any{"hosts", pgHosts(c), "database", c.PGDB, "user", c.PGUser,
-		"password", secret(c.PGPassword)}, pgPool(c)...)
 }
 
 // secret shows whether a secret is set, never its value.

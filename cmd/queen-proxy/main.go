@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"queen/config"
 	"queen/proxy/pxdb"
 )
 
@@ -137,7 +138,7 @@ func required(name, value string) error {
 
 // openStore opens the control-plane database as the environment says.
 func openStore(ctx context.Context, e env) (*pxdb.Store, error) {
-	cfg, err := pxdb.ConfigFromEnv(e.getenv)
+	cfg, err := config.LoadProxyDB(e.getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"queen/config"
 	"queen/pg/pgtest"
 	"queen/proxy/pxdb"
 )
@@ -273,7 +274,7 @@ func TestLocalPostgres(t *testing.T) {
 
 	must(t, env, "", "cells", "add", "eu1", "--upstream", "http://b:1") // starts and stops it
 
-	cfg, err := pxdb.ConfigFromEnv(func(k string) string { return env[k] })
+	cfg, err := config.LoadProxyDB(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,14 +29,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	dbCfg, err := pxdb.ConfigFromEnv(getenv)
-	if err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	store, err := pxdb.Open(ctx, dbCfg, log)
+	store, err := pxdb.Open(ctx, cfg.DB, log)
 	if err != nil {
 		return err
 	}

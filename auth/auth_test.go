@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"queen/testkit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -38,19 +40,6 @@ func rsaKey(t testing.TB, i int) *rsa.PrivateKey {
 		}
 	})
 	return rsaKeys[i]
-}
-
-func sign(t testing.TB, method jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(method, claims)
-	if kid != "" {
-		tok.Header["kid"] = kid
-	}
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func pemOf(t testing.TB, pub any) string {
@@ -233,7 +222,9 @@ func TestVerifyHS(t *testing.T) {
 		}
 		return m
 	}
-	hs := func(extra jwt.MapClaims) string { return sign(t, jwt.SigningMethodHS256, secret, "", base(extra)) }
+	hs := func(extra jwt.MapClaims) string {
+		return testkit.SignJWT(t, jwt.SigningMethodHS256, secret, "", base(extra))
+	}
 	cases := []struct {
 		name, token, want string
 	}{
@@ -249,10 +240,10 @@ func TestVerifyHS(t *testing.T) {
 		{"no issuer", hs(jwt.MapClaims{"iss": nil}), "Invalid token issuer"},
 		{"wrong audience", hs(jwt.MapClaims{"aud": "other"}), "Invalid token audience"},
 		{"no audience", hs(jwt.MapClaims{"aud": nil}), "Invalid token audience"},
-		{"wrong secret", sign(t, jwt.SigningMethodHS256, []byte("another secret of enough length!"), "", base(nil)), "Invalid token signature"},
-		{"HS384 not accepted", sign(t, jwt.SigningMethodHS384, secret, "", base(nil)), "Token uses HS384, expected HS256"},
-		{"RS256 not accepted", sign(t, jwt.SigningMethodRS256, rsaKey(t, 0), "", base(nil)), "Token uses RS256, expected HS256"},
-		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "", base(nil)), "Unsupported algorithm: none"},
+		{"wrong secret", testkit.SignJWT(t, jwt.SigningMethodHS256, []byte("another secret of enough length!"), "", base(nil)), "Invalid token signature"},
+		{"HS384 not accepted", testkit.SignJWT(t, jwt.SigningMethodHS384, secret, "", base(nil)), "Token uses HS384, expected HS256"},
+		{"RS256 not accepted", testkit.SignJWT(t, jwt.SigningMethodRS256, rsaKey(t, 0), "", base(nil)), "Token uses RS256, expected HS256"},
+		{"alg none", testkit.SignJWT(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "", base(nil)), "Unsupported algorithm: none"},
 		{"two parts", "abc.def", "Token decode error: a token has three dot-separated parts"},
 		{"garbage header", "!!!.e30.sig", "Token decode error: the header is not base64url"},
 		{"sub not a string", hs(jwt.MapClaims{"sub": 7}), "Token verification failed: sub is not a string"},
@@ -273,7 +264,7 @@ func TestVerifyHS(t *testing.T) {
 	}
 	// A tampered payload breaks the signature.
 	parts := strings.Split(hs(nil), ".")
-	forged := sign(t, jwt.SigningMethodHS256, secret, "", base(jwt.MapClaims{"role": "admin"}))
+	forged := testkit.SignJWT(t, jwt.SigningMethodHS256, secret, "", base(jwt.MapClaims{"role": "admin"}))
 	parts[1] = strings.Split(forged, ".")[1]
 	if _, err := v.Verify(strings.Join(parts, ".")); err != ErrBadSignature {
 		t.Errorf("tampered payload: %v", err)
@@ -285,7 +276,7 @@ func TestAuthorizeHeaderAndRoles(t *testing.T) {
 	c.RolesClaim, c.RolesArrayClaim, c.RoleWriteOnly, c.RoleAdmin = "scope", "groups", "producer", "ops"
 	v := newVerifier(t, c)
 	tok := func(claims jwt.MapClaims) string {
-		return sign(t, jwt.SigningMethodHS256, []byte(c.Secret), "", claims)
+		return testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(c.Secret), "", claims)
 	}
 	producer := tok(jwt.MapClaims{"scope": "producer"})
 	reader := tok(jwt.MapClaims{"groups": []any{"x", "read-only"}})
@@ -334,15 +325,15 @@ func TestStaticPublicKeys(t *testing.T) {
 	c.Algorithm, c.PublicKey = "RS256", pemOf(t, &k.PublicKey)
 	v := newVerifier(t, c)
 	for _, m := range []jwt.SigningMethod{jwt.SigningMethodRS256, jwt.SigningMethodRS384, jwt.SigningMethodRS512} {
-		if _, err := v.Verify(sign(t, m, k, "", jwt.MapClaims{"role": "admin"})); err != nil {
+		if _, err := v.Verify(testkit.SignJWT(t, m, k, "", jwt.MapClaims{"role": "admin"})); err != nil {
 			t.Errorf("RS256 setting must accept %s: %v", m.Alg(), err)
 		}
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, rsaKey(t, 1), "", jwt.MapClaims{})); err != ErrBadSignature {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, rsaKey(t, 1), "", jwt.MapClaims{})); err != ErrBadSignature {
 		t.Errorf("another RSA key: %v", err)
 	}
 	// HS token signed with the public key's bytes (the classic confusion attack).
-	if _, err := v.Verify(sign(t, jwt.SigningMethodHS256, []byte(c.PublicKey), "", jwt.MapClaims{"role": "admin"})); err == nil ||
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(c.PublicKey), "", jwt.MapClaims{"role": "admin"})); err == nil ||
 		err.Message != "Token uses HS256, expected RS256|RS384|RS512" {
 		t.Errorf("HS token against an RSA key: %v", err)
 	}
@@ -351,10 +342,10 @@ func TestStaticPublicKeys(t *testing.T) {
 	c = Defaults()
 	c.Algorithm, c.PublicKey = "EdDSA", pemOf(t, edPub)
 	v = newVerifier(t, c)
-	if _, err := v.Verify(sign(t, jwt.SigningMethodEdDSA, edPriv, "", jwt.MapClaims{})); err != nil {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodEdDSA, edPriv, "", jwt.MapClaims{})); err != nil {
 		t.Errorf("EdDSA: %v", err)
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS512, k, "", jwt.MapClaims{})); err == nil || err.Message != "Token uses RS512, expected EdDSA" {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS512, k, "", jwt.MapClaims{})); err == nil || err.Message != "Token uses RS512, expected EdDSA" {
 		t.Errorf("RS512 against EdDSA: %v", err)
 	}
 	if !strings.Contains(v.KeySource(), "Ed25519") {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"queen/testkit"
 )
 
 // jwksServer serves a JWKS whose keys the test swaps.
@@ -83,7 +85,7 @@ func TestJWKSRotation(t *testing.T) {
 	srv.set(rsaJWK("k1", &k1.PublicKey))
 	v := newVerifier(t, jwksConfig(srv.URL, "RS256"))
 	tok := func(k *rsa.PrivateKey, kid string) string {
-		return sign(t, jwt.SigningMethodRS256, k, kid, jwt.MapClaims{"role": "admin"})
+		return testkit.SignJWT(t, jwt.SigningMethodRS256, k, kid, jwt.MapClaims{"role": "admin"})
 	}
 	if _, err := v.Verify(tok(k1, "k1")); err != nil {
 		t.Fatalf("k1: %v", err)
@@ -136,7 +138,7 @@ func TestJWKSPeriodicRefresh(t *testing.T) {
 	c.refreshed = refreshed
 	v := newVerifier(t, c)
 	verify := func(k *rsa.PrivateKey, kid string) *Error {
-		_, err := v.Verify(sign(t, jwt.SigningMethodRS256, k, kid, jwt.MapClaims{}))
+		_, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, k, kid, jwt.MapClaims{}))
 		return err
 	}
 	// The refresher hands over each outcome before it fetches again: the first refresh after
@@ -186,7 +188,7 @@ func TestJWKSRefetchThrottleAndFailure(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			kid := "made-up-" + string(rune('a'+i))
-			if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k1, kid, jwt.MapClaims{})); err == nil || err.Message != "Unknown key ID: "+kid {
+			if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, k1, kid, jwt.MapClaims{})); err == nil || err.Message != "Unknown key ID: "+kid {
 				t.Errorf("kid %s: %v", kid, err)
 			}
 		}()
@@ -197,10 +199,10 @@ func TestJWKSRefetchThrottleAndFailure(t *testing.T) {
 	}
 	advance(2 * time.Hour)
 	srv.setStatus(500)
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k1, "new", jwt.MapClaims{})); err != ErrJWKSFetch {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, k1, "new", jwt.MapClaims{})); err != ErrJWKSFetch {
 		t.Fatalf("failed re-fetch: %v", err)
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k1, "k1", jwt.MapClaims{})); err != nil {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, k1, "k1", jwt.MapClaims{})); err != nil {
 		t.Fatalf("cached k1 after a failed fetch: %v", err)
 	}
 	if n := srv.fetches.Load() - before; n != 1 {
@@ -224,21 +226,21 @@ func TestJWKSKeyKinds(t *testing.T) {
 	if v.jwks.size() != 2 {
 		t.Fatalf("%d usable keys, want 2 (ed, rsa)", v.jwks.size())
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodEdDSA, edPriv, "ed", jwt.MapClaims{})); err != nil {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodEdDSA, edPriv, "ed", jwt.MapClaims{})); err != nil {
 		t.Errorf("EdDSA from JWKS: %v", err)
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k1, "rsa", jwt.MapClaims{})); err != nil {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, k1, "rsa", jwt.MapClaims{})); err != nil {
 		t.Errorf("RS256 from JWKS: %v", err)
 	}
 	// A kid naming a key of another kind, or one restricted to another alg.
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k1, "ed", jwt.MapClaims{})); err != ErrBadSignature {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS256, k1, "ed", jwt.MapClaims{})); err != ErrBadSignature {
 		t.Errorf("RS token with an Ed kid: %v", err)
 	}
-	if _, err := v.Verify(sign(t, jwt.SigningMethodRS512, k1, "rsa", jwt.MapClaims{})); err != ErrBadSignature {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodRS512, k1, "rsa", jwt.MapClaims{})); err != ErrBadSignature {
 		t.Errorf("RS512 token with a JWK restricted to RS256: %v", err)
 	}
 	// With auto and no JWT_SECRET, HS tokens are not accepted at all.
-	if _, err := v.Verify(sign(t, jwt.SigningMethodHS256, []byte("x"), "", jwt.MapClaims{})); err == nil || !strings.HasPrefix(err.Message, "Token uses HS256, expected RS256|") {
+	if _, err := v.Verify(testkit.SignJWT(t, jwt.SigningMethodHS256, []byte("x"), "", jwt.MapClaims{})); err == nil || !strings.HasPrefix(err.Message, "Token uses HS256, expected RS256|") {
 		t.Errorf("HS token: %v", err)
 	}
 }

@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"encoding/xml"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +26,8 @@ import (
 	"queen/pg/pgtest"
 	"queen/server"
 	"queen/server/servertest"
+
+	"queen/testkit"
 )
 
 // The smoke runs every scenario for a second or two with small parameters against an
@@ -476,33 +471,17 @@ func TestSoakSmoke(t *testing.T) {
 // for --ca.
 func testCA(t *testing.T) (caFile string, cert tls.Certificate) {
 	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	sign := func(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, by *ecdsa.PrivateKey) []byte {
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, by)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der
-	}
-	caKey, leafKey := key(), key()
-	from, to := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench test CA"}, NotBefore: from, NotAfter: to,
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER := sign(ca, ca, &caKey.PublicKey, caKey)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "front door"}, NotBefore: from, NotAfter: to,
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	leafDER := sign(leaf, ca, &leafKey.PublicKey, caKey)
-	caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+	ca := testkit.NewCA(t)
+	certPEM, keyPEM := ca.Issue(t, 2, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return caFile, tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, cert
 }
 
 // door is how a test's front door departs from one that forwards every request with a key.

@@ -12,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"queen/auth"
+
+	"queen/testkit"
 )
 
 const testSecret = "http-package-test-secret-0123456789"
@@ -29,12 +31,7 @@ func testVerifier(t *testing.T) *auth.Verifier {
 }
 
 func token(t *testing.T, claims jwt.MapClaims) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(testSecret), "", claims)
 }
 
 // serve runs one request through the server's router.

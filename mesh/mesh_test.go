@@ -7,11 +7,12 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"queen/testkit"
 )
 
 var testSecret = []byte("test-secret-0123456789abcdef")
@@ -54,39 +55,14 @@ func expect[T comparable](t *testing.T, what string, ch <-chan T, want T) {
 	}
 }
 
-// waitFor re-checks cond on a ticker until it holds, and fails the test if it does not hold
-// within 30 s: a generous bound on something that must happen, not a measure of its speed.
+// waitFor waits for what a test cannot be told of directly, with a generous bound.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s did not happen within 30 s", what)
-		case <-tick.C:
-		}
-	}
+	testkit.WaitFor(t, 30*time.Second, what, cond)
 }
 
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuf is a log a test waits on.
+type logBuf struct{ testkit.LogBuffer }
 
 func (l *logBuf) contains(t *testing.T, s string) {
 	t.Helper()

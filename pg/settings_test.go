@@ -1,26 +1,20 @@
 package pg
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"queen/testkit"
 )
 
 // The settings reach pgx as given, whatever characters they hold; every server of the list
 // gets the TLS mode the settings amount to, checked under its own name.
 func TestConnectionSettingsReachPgx(t *testing.T) {
-	ca := testCA(t)
+	ca := testkit.NewCA(t).PEM
 	for name, c := range map[string]struct {
 		s          Settings
 		tls        bool
@@ -67,21 +61,4 @@ func TestConnectionSettingsReachPgx(t *testing.T) {
 			}
 		}
 	}
-}
-
-// testCA is a self-signed CA certificate, PEM-encoded.
-func testCA(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

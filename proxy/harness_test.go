@@ -3,17 +3,10 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +22,7 @@ import (
 	"queen/pg/pgtest"
 	"queen/proxy/pxdb"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -40,52 +34,26 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // testCA is a certificate authority made for one test, and the proxy's certificate files.
 type testCA struct {
-	cert     *x509.Certificate
-	key      *ecdsa.PrivateKey
-	pool     *x509.CertPool
+	*testkit.CA
 	certFile string
 	keyFile  string
 }
 
 func newTestCA(t *testing.T) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "queen-proxy test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	must(t, err)
-	cert, err := x509.ParseCertificate(der)
-	must(t, err)
-	ca := &testCA{cert: cert, key: key, pool: x509.NewCertPool()}
-	ca.pool.AddCert(cert)
 	dir := t.TempDir()
-	ca.certFile, ca.keyFile = filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "proxy.key")
+	ca := &testCA{CA: testkit.NewCA(t), certFile: filepath.Join(dir, "proxy.crt"), keyFile: filepath.Join(dir, "proxy.key")}
 	ca.issue(t, 2)
 	return ca
 }
 
 // issue writes a new server certificate for *.proxy.test and 127.0.0.1 with serial into the
-// proxy's files, and returns the serial.
+// proxy's files.
 func (ca *testCA) issue(t *testing.T, serial int64) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "proxy.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"proxy.test", "*.proxy.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	must(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	must(t, err)
-	must(t, os.WriteFile(ca.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(t, os.WriteFile(ca.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	cert, key := ca.Issue(t, serial, []string{"proxy.test", "*.proxy.test"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	must(t, os.WriteFile(ca.certFile, cert, 0o600))
+	must(t, os.WriteFile(ca.keyFile, key, 0o600))
 }
 
 // testProxy is a running proxy with its control plane.
@@ -95,7 +63,7 @@ type testProxy struct {
 	store *pxdb.Store
 	addr  string
 	ca    *testCA // nil for plaintext
-	log   *servertest.LogBuffer
+	log   *testkit.LogBuffer
 }
 
 // startProxy starts a proxy with cfg changed by edit, TLS from ca when not nil.
@@ -110,7 +78,7 @@ func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.P
 	if edit != nil {
 		edit(&cfg)
 	}
-	buf := &servertest.LogBuffer{}
+	buf := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(buf, testLogSink()), nil))
 	p, err := New(context.Background(), cfg, store, log)
 	must(t, err)
@@ -129,7 +97,7 @@ func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.P
 	})
 	tp := &testProxy{t: t, p: p, store: store, addr: ln.Addr().String(), ca: ca, log: buf}
 	// The change feed (LISTEN) is up before a test revokes anything.
-	waitUntil(t, "the proxy to listen for control-plane changes", p.keys.listening.Load)
+	testkit.WaitFor(t, 30*time.Second, "the proxy to listen for control-plane changes", p.keys.listening.Load)
 	return tp
 }
 
@@ -147,7 +115,7 @@ func (tp *testProxy) client() *http.Client {
 	}
 	tr := &http.Transport{DialContext: dial, ForceAttemptHTTP2: false}
 	if tp.ca != nil {
-		tr.TLSClientConfig = &tls.Config{RootCAs: tp.ca.pool}
+		tr.TLSClientConfig = &tls.Config{RootCAs: tp.ca.Pool}
 	}
 	return &http.Client{Transport: tr, Timeout: 2 * time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -195,7 +163,7 @@ func (tp *testProxy) raw(host, request string) (int, string) {
 	var conn net.Conn
 	var err error
 	if tp.ca != nil {
-		conn, err = tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: tp.ca.pool, ServerName: host})
+		conn, err = tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: tp.ca.Pool, ServerName: host})
 	} else {
 		conn, err = net.Dial("tcp", tp.addr)
 	}
@@ -279,21 +247,5 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitUntil re-checks cond on a ticker until it holds; a generous bound, never a measure.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s did not happen within 30s", what)
-		case <-tick.C:
-		}
 	}
 }

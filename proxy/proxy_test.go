@@ -15,6 +15,8 @@ import (
 
 	"queen/config"
 	"queen/proxy/pxdb"
+
+	"queen/testkit"
 )
 
 // A request per class, sent by every kind of credential, gets exactly the answer the route
@@ -197,7 +199,7 @@ func TestProxyClientFlows(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&out)
 		done <- result{out.Messages, err}
 	}()
-	waitUntil(t, "the long-poll to park at the broker", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the long-poll to park at the broker", func() bool {
 		_, page := broker.Do("GET", "/metrics/prometheus", nil)
 		return strings.Contains(string(page), `queen_queue_parked_consumers{queue="flows.out"} 1`)
 	})
@@ -253,7 +255,7 @@ func TestProxyRevokedKeyRefusedOnNextRequest(t *testing.T) {
 	must(t, err)
 	defer other.Close()
 	must(t, other.RevokeKey(context.Background(), k.ID, cli))
-	waitUntil(t, "the revocation to reach the proxy", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the revocation to reach the proxy", func() bool {
 		status, _, body := tp.do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+key)
 		return status == 401 && codeOf(body) == "credential_revoked"
 	})
@@ -555,7 +557,7 @@ func TestProxyCertificateReload(t *testing.T) {
 	tp := startProxy(t, store, ca, nil)
 	serial := func(c *tls.Conn) int64 { return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64() }
 	dial := func() *tls.Conn {
-		c, err := tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: ca.pool, ServerName: "main.proxy.test"})
+		c, err := tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: ca.Pool, ServerName: "main.proxy.test"})
 		must(t, err)
 		return c
 	}
@@ -581,7 +583,7 @@ func TestProxyCertificateReload(t *testing.T) {
 		t.Fatalf("old connection after reload: %q", buf[:n])
 	}
 	// TLS 1.1 is refused.
-	if _, err := tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: ca.pool, ServerName: "main.proxy.test", MaxVersion: tls.VersionTLS11}); err == nil {
+	if _, err := tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: ca.Pool, ServerName: "main.proxy.test", MaxVersion: tls.VersionTLS11}); err == nil {
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"queen/config"
 	"queen/pg/pgtest"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 const testEncryptionKey = "5c0fa1d2e3b4a5968778695a4b3c2d1e0f1e2d3c4b5a69788796a5b4c3d2e1f0"
@@ -139,7 +140,7 @@ func TestEncryptionAtRest(t *testing.T) {
 		t.Fatalf("the clear queue's marker is not in the spool files (%d bytes): the search proves nothing", len(spooled))
 	}
 	setPushMaint(t, c, false)
-	waitUntil(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, c).Pending == 0 })
+	testkit.WaitFor(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, c).Pending == 0 })
 	checkSealed(t, "after the spool drained", storedRows(t, c, queue), 2, "MARKER-direct-7f3a", "MARKER-spooled-91bd")
 
 	// A transaction's push.
@@ -287,13 +288,13 @@ func TestEncryptionFlagCrossesTheMesh(t *testing.T) {
 
 	call[map[string]any](t, b, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": true}, 200)
 	call[map[string]any](t, a, "POST", "/api/v1/configure", map[string]any{"queue": "meshvault", "options": map[string]any{"encryptionEnabled": true}}, 200)
-	waitUntil(t, 10*time.Second, "B to spool meshvault's pushes sealed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "B to spool meshvault's pushes sealed", func() bool {
 		marker := fmt.Sprintf("MARKER-mesh-%d", time.Now().UnixNano())
 		pushWant(t, b, 201, "buffered", item{"queue": "meshvault", "payload": map[string]any{"secret": marker}})
 		return !bytes.Contains(spoolBytes(t, spoolB), []byte(marker))
 	})
 	call[map[string]any](t, b, "POST", "/api/v1/system/maintenance", map[string]any{"enabled": false}, 200)
-	waitUntil(t, 30*time.Second, "B's spool to drain", func() bool { return buffers(t, b).Pending == 0 })
+	testkit.WaitFor(t, 30*time.Second, "B's spool to drain", func() bool { return buffers(t, b).Pending == 0 })
 	p := popWith(t, a, "/api/v1/pop/queue/meshvault", "batch", "1000")
 	if len(p.Messages) == 0 || !strings.Contains(string(p.Messages[len(p.Messages)-1].Data), "MARKER-mesh-") {
 		t.Fatalf("pop through A: %+v", p)
@@ -308,7 +309,7 @@ func TestBootLogNamesEncryptedQueuesWithoutKey(t *testing.T) {
 	for _, q := range []string{"vault-b", "vault-a", "plain"} {
 		keyed.JSON("POST", "/api/v1/configure", map[string]any{"queue": q, "options": map[string]any{"encryptionEnabled": q != "plain"}}, 200, nil)
 	}
-	var buf servertest.LogBuffer
+	var buf testkit.LogBuffer
 	servertest.StartLogged(t, cs, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if want := "encryption DISABLED: QUEEN_ENCRYPTION_KEY is unset; pushes are refused (409) to the queues that require it: vault-a, vault-b"; !strings.Contains(buf.String(), want) {
 		t.Fatalf("boot log lacks %q:\n%s", want, buf.String())

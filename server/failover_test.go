@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"queen/pg/localpg"
-	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // startReplicatedPair starts a primary and a hot standby streaming from it synchronously: the
@@ -68,7 +68,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	}
 	var (
 		brokers []outageBroker
-		logs    []*servertest.LogBuffer
+		logs    []*testkit.LogBuffer
 	)
 	for _, name := range []string{"failover-a", "failover-b"} {
 		env["QUEEN_SERVER_ID"] = name

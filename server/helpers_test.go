@@ -10,6 +10,7 @@ import (
 	"queen/config"
 	"queen/pg/pgtest"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // startBroker boots a broker on a fresh database.
@@ -18,28 +19,11 @@ func startBroker(t *testing.T, opts ...servertest.Option) *servertest.Client {
 	return servertest.Start(t, pgtest.NewDatabase(t), opts...)
 }
 
-// waitUntil re-checks cond on a ticker until it holds, and fails the test if it does not hold
-// within d. It is for state a broker shows only from outside (a gauge, a status route); d is a
-// generous bound on something that must happen, never a measure of how fast it happens.
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s did not happen within %v", what, d)
-		case <-tick.C:
-		}
-	}
-}
-
-// waitFor is waitUntil with a bound generous for anything one broker does by itself.
+// waitFor waits for state a broker shows only from outside (a gauge, a status route), with a
+// bound generous for anything one broker does by itself.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	waitUntil(t, 30*time.Second, what, cond)
+	testkit.WaitFor(t, 30*time.Second, what, cond)
 }
 
 type pushResult struct {

@@ -11,13 +11,14 @@ import (
 
 	"queen/pg/pgtest"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // An error the broker did not expect answers 500 with a request id and nothing of the
 // database's text; the log line has both, so an operator finds the cause by the id.
 func TestInternalErrorAnswersRequestIDOnly(t *testing.T) {
 	cs := pgtest.NewDatabase(t)
-	var buf servertest.LogBuffer
+	var buf testkit.LogBuffer
 	c := servertest.StartLogged(t, cs, slog.New(slog.NewTextHandler(&buf, nil)))
 
 	conn, err := pgx.Connect(context.Background(), cs)

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,29 +13,13 @@ import (
 	"queen/config"
 	"queen/persistence"
 	"queen/pg/pgtest"
+	"queen/testkit"
 )
 
-// jobsLog collects log output that a background goroutine (a job loop, a listener) writes
-// while the test reads it.
-type jobsLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *jobsLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *jobsLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newJobsLog() (*jobsLog, *slog.Logger) {
-	l := &jobsLog{}
+// newJobsLog is a log that a background goroutine (a job loop, a listener) writes while the
+// test reads it, and its logger.
+func newJobsLog() (*testkit.LogBuffer, *slog.Logger) {
+	l := &testkit.LogBuffer{}
 	return l, slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 

@@ -28,6 +28,7 @@ import (
 	"queen/pg/pgtest"
 	"queen/server"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // RSA key generation is slow under -race: the JWT tests share two keys.
@@ -90,19 +91,6 @@ func (e *jwksEndpoint) publish(pairs ...any) {
 	}
 }
 
-func signJWT(t testing.TB, method jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(method, claims)
-	if kid != "" {
-		tok.Header["kid"] = kid
-	}
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 var pathParam = regexp.MustCompile(`\{[^}]+\}`)
 
 // concrete fills a route pattern's parameters with dummy values (UUIDs where one is parsed).
@@ -146,7 +134,7 @@ func TestJWTRouteAccess(t *testing.T) {
 		return m
 	}
 	rs := func(edit jwt.MapClaims) string {
-		return "Bearer " + signJWT(t, jwt.SigningMethodRS256, k1, "k1", claims(edit))
+		return "Bearer " + testkit.SignJWT(t, jwt.SigningMethodRS256, k1, "k1", claims(edit))
 	}
 	cases := []jwtCase{
 		{name: "admin", header: rs(jwt.MapClaims{"role": "admin"}), role: "admin", valid: true},
@@ -156,11 +144,11 @@ func TestJWTRouteAccess(t *testing.T) {
 		{name: "no role", header: rs(nil), valid: true},
 		{name: "no token", want: "Authentication required"},
 		{name: "expired", header: rs(jwt.MapClaims{"role": "admin", "exp": now.Add(-time.Hour).Unix()}), want: "Token has expired"},
-		{name: "wrong signature", header: "Bearer " + signJWT(t, jwt.SigningMethodRS256, k2, "k1", claims(jwt.MapClaims{"role": "admin"})), want: "Invalid token signature"},
-		{name: "wrong algorithm", header: "Bearer " + signJWT(t, jwt.SigningMethodHS256, []byte("a shared secret of 32 bytes!!!!!"), "k1", claims(jwt.MapClaims{"role": "admin"})), want: "Token uses HS256, expected RS256|RS384|RS512"},
+		{name: "wrong signature", header: "Bearer " + testkit.SignJWT(t, jwt.SigningMethodRS256, k2, "k1", claims(jwt.MapClaims{"role": "admin"})), want: "Invalid token signature"},
+		{name: "wrong algorithm", header: "Bearer " + testkit.SignJWT(t, jwt.SigningMethodHS256, []byte("a shared secret of 32 bytes!!!!!"), "k1", claims(jwt.MapClaims{"role": "admin"})), want: "Token uses HS256, expected RS256|RS384|RS512"},
 		{name: "wrong issuer", header: rs(jwt.MapClaims{"role": "admin", "iss": "https://evil.test"}), want: "Invalid token issuer"},
 		{name: "wrong audience", header: rs(jwt.MapClaims{"role": "admin", "aud": "other"}), want: "Invalid token audience"},
-		{name: "unknown kid", header: "Bearer " + signJWT(t, jwt.SigningMethodRS256, k2, "k-unknown", claims(jwt.MapClaims{"role": "admin"})), want: "Unknown key ID: k-unknown"},
+		{name: "unknown kid", header: "Bearer " + testkit.SignJWT(t, jwt.SigningMethodRS256, k2, "k-unknown", claims(jwt.MapClaims{"role": "admin"})), want: "Unknown key ID: k-unknown"},
 	}
 	// The reference's table, written out here rather than taken from package auth.
 	passes := map[auth.Level][]string{
@@ -256,7 +244,7 @@ func TestJWTJWKSRotation(t *testing.T) {
 		j.Algorithm, j.JWKSURL, j.JWKSRefresh, j.JWKSMinRefetch = "RS256", idp.URL, time.Second, 0
 	}))
 	as := func(key *rsa.PrivateKey, kid string) *servertest.Client {
-		return c.WithHeader("Authorization", "Bearer "+signJWT(t, jwt.SigningMethodRS256, key, kid, jwt.MapClaims{"role": "read-only"}))
+		return c.WithHeader("Authorization", "Bearer "+testkit.SignJWT(t, jwt.SigningMethodRS256, key, kid, jwt.MapClaims{"role": "read-only"}))
 	}
 	expect := func(cl *servertest.Client, want int, msg string) {
 		t.Helper()
@@ -274,7 +262,7 @@ func TestJWTJWKSRotation(t *testing.T) {
 	expect(as(k1, "2024-b"), 401, `"Invalid token signature"`)
 
 	idp.publish("2024-b", k2) // the old key is retired
-	waitUntil(t, 30*time.Second, "the periodic refresh to drop the retired kid", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the periodic refresh to drop the retired kid", func() bool {
 		status, raw := as(k1, "2024-a").Do("GET", "/api/v1/resources/queues", nil)
 		if status != 200 && (status != 401 || !bytes.Contains(raw, []byte(`"Unknown key ID: 2024-a"`))) {
 			t.Fatalf("retired kid: %d %s", status, raw)
@@ -291,7 +279,7 @@ func TestJWTProducerSub(t *testing.T) {
 	const secret = "producer-sub-test-secret-0123456789"
 	c := startBroker(t, withJWT(func(j *auth.Config) { j.Secret = secret }), drainEvery(20*time.Millisecond))
 	as := func(claims jwt.MapClaims) *servertest.Client {
-		return c.WithHeader("Authorization", "Bearer "+signJWT(t, jwt.SigningMethodHS256, []byte(secret), "", claims))
+		return c.WithHeader("Authorization", "Bearer "+testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(secret), "", claims))
 	}
 	producer := as(jwt.MapClaims{"sub": "user-7", "role": "write-only"})
 	consumer := as(jwt.MapClaims{"sub": "reader-1", "role": "read-write"})
@@ -408,7 +396,7 @@ func TestJWTBootLogLine(t *testing.T) {
 		{map[string]string{"JWT_ENABLED": "true", "JWT_SECRET": "boot-log-secret-0123456789abcdef", "JWT_ALGORITHM": "auto"},
 			[]string{`msg="JWT auth ENABLED`, `algorithms=HS256|HS384|HS512`, `key_source=JWT_SECRET`, `skip_paths=/health,/metrics/prometheus,/metrics,/`}},
 	} {
-		var buf servertest.LogBuffer
+		var buf testkit.LogBuffer
 		cfg, err := config.Load(func(k string) string { return tc.env[k] })
 		if err != nil {
 			t.Fatal(err)

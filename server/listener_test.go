@@ -11,6 +11,7 @@ import (
 
 	"queen/config"
 	"queen/pg"
+	"queen/testkit"
 )
 
 // failingListener is a real loopback listener whose first Accepts fail with errs, in order, as
@@ -49,7 +50,7 @@ func loopback(t *testing.T) net.Listener {
 // the next real connection, and the first failure is logged naming the listener and the error.
 func TestListenerRetriesTemporaryAcceptErrors(t *testing.T) {
 	t.Parallel()
-	var logs jobsLog // a log the test reads while the listener writes
+	var logs testkit.LogBuffer // a log the test reads while the listener writes
 	ln := &failingListener{Listener: loopback(t), errs: []error{
 		os.NewSyscallError("accept4", syscall.EMFILE), os.NewSyscallError("accept4", syscall.ENFILE),
 		os.NewSyscallError("accept4", syscall.ECONNABORTED), os.NewSyscallError("accept4", syscall.ENOBUFS),

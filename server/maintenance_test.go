@@ -12,6 +12,7 @@ import (
 	"queen/config"
 	"queen/pg/pgtest"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // The maintenance, outage and mesh tests share the helpers of this file. They talk to brokers
@@ -336,7 +337,7 @@ func TestMaintenancePushSpoolsAndDrainsWhenTurnedOff(t *testing.T) {
 		}
 		t.Logf("push right after maintenance off answered %d (%s)", status, res[0].Status)
 	}
-	waitUntil(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, c).Pending == 0 })
+	testkit.WaitFor(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, c).Pending == 0 })
 	t.Logf("spool of %d records drained %v after maintenance was turned off", n, time.Since(off))
 
 	for _, g := range groups {
@@ -506,7 +507,7 @@ func TestMaintenanceSurvivesRestart(t *testing.T) {
 	}
 
 	setPushMaint(t, second, false)
-	waitUntil(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, second).Pending == 0 })
+	testkit.WaitFor(t, 30*time.Second, "the spool to drain", func() bool { return buffers(t, second).Pending == 0 })
 	for _, g := range []string{"", "after-restart"} {
 		checkNumbered(t, fmt.Sprintf("group %q", g), consumeAll(t, second, queue, g), queue, parts, 0, n1+n2)
 	}

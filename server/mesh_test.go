@@ -18,6 +18,7 @@ import (
 	"queen/config"
 	"queen/pg/pgtest"
 	"queen/server"
+	"queen/testkit"
 )
 
 // meshNode is one broker of a mesh test, started with a mesh listener bound beforehand.
@@ -110,7 +111,7 @@ func startMeshNode(t *testing.T, name, db string, meshLn net.Listener, peers []s
 // meshReady waits until n sees every other broker connected (outbound) and alive (frames in).
 func meshReady(t *testing.T, n *meshNode, peers int) {
 	t.Helper()
-	waitUntil(t, 30*time.Second, n.name+" to see its peers connected and alive", func() bool {
+	testkit.WaitFor(t, 30*time.Second, n.name+" to see its peers connected and alive", func() bool {
 		s := shared(t, n)
 		if !s.Enabled || s.PeerCount != peers || len(s.Peers) != peers {
 			return false
@@ -187,7 +188,7 @@ func TestThreeBrokerMesh(t *testing.T) {
 		}
 	}
 	done := asyncPop(b, "/api/v1/pop/queue/"+queue+"?wait=true&batch=10&timeout="+strconv.Itoa(int(popTimeout.Milliseconds())))
-	waitUntil(t, 10*time.Second, "the pop to park on B", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the pop to park on B", func() bool {
 		select {
 		case o := <-done:
 			t.Fatalf("the pop on B answered before any push: %+v %v", o.p, o.err)
@@ -211,7 +212,7 @@ func TestThreeBrokerMesh(t *testing.T) {
 	// timeout on B, which does not know of pop maintenance, is not paused), and pauses pops on C.
 	const idle = "meshidle"
 	done = asyncPop(b, "/api/v1/pop/queue/"+idle+"?wait=true&batch=10&timeout="+strconv.Itoa(int(popTimeout.Milliseconds())))
-	waitUntil(t, 10*time.Second, "a second pop to park on B", func() bool { return parkedOn(t, b, idle) == 1 })
+	testkit.WaitFor(t, 10*time.Second, "a second pop to park on B", func() bool { return parkedOn(t, b, idle) == 1 })
 	setPopMaint(t, a, true)
 	popOn := time.Now()
 	o = <-done
@@ -219,21 +220,21 @@ func TestThreeBrokerMesh(t *testing.T) {
 		t.Fatalf("pop parked on B when pop maintenance was turned on at A: %+v %v", o.p, o.err)
 	}
 	t.Logf("pop maintenance on at A released the pop parked on B %v after A answered", o.at.Sub(popOn))
-	waitUntil(t, 10*time.Second, "C to turn pop maintenance on", func() bool { return shared(t, c).PopMaintenanceMode })
+	testkit.WaitFor(t, 10*time.Second, "C to turn pop maintenance on", func() bool { return shared(t, c).PopMaintenanceMode })
 	t.Logf("pop maintenance on at A seen by C within %v", time.Since(popOn))
 	if p := popWith(t, c, "/api/v1/pop/queue/"+queue, "batch", "10", "wait", "true", "timeout", "30000"); !p.Paused {
 		t.Fatalf("pop on C under pop maintenance set at A: %+v", p)
 	}
 	setPopMaint(t, a, false)
 	for _, n := range []*meshNode{b, c} {
-		waitUntil(t, 10*time.Second, n.name+" to turn pop maintenance off", func() bool { return !shared(t, n).PopMaintenanceMode })
+		testkit.WaitFor(t, 10*time.Second, n.name+" to turn pop maintenance off", func() bool { return !shared(t, n).PopMaintenanceMode })
 	}
 
 	// 3. Push maintenance turned on at A holds at B and C.
 	setPushMaint(t, a, true)
 	on := time.Now()
 	for _, n := range []*meshNode{b, c} {
-		waitUntil(t, 10*time.Second, n.name+" to turn push maintenance on", func() bool { return shared(t, n).MaintenanceMode })
+		testkit.WaitFor(t, 10*time.Second, n.name+" to turn push maintenance on", func() bool { return shared(t, n).MaintenanceMode })
 		t.Logf("push maintenance on at A seen by %s within %v", n.name, time.Since(on))
 	}
 	// Each broker spools into its own partition: the spools drain independently, so the order
@@ -272,11 +273,11 @@ func TestThreeBrokerMesh(t *testing.T) {
 	setPushMaint(t, a, false)
 	off := time.Now()
 	for _, n := range []*meshNode{b, c2} {
-		waitUntil(t, 10*time.Second, n.name+" to turn push maintenance off", func() bool { return !shared(t, n).MaintenanceMode })
+		testkit.WaitFor(t, 10*time.Second, n.name+" to turn push maintenance off", func() bool { return !shared(t, n).MaintenanceMode })
 		t.Logf("push maintenance off at A seen by %s within %v", n.name, time.Since(off))
 	}
 	for _, n := range nodes {
-		waitUntil(t, 30*time.Second, n.name+"'s spool to drain", func() bool { return buffers(t, n).Pending == 0 })
+		testkit.WaitFor(t, 30*time.Second, n.name+"'s spool to drain", func() bool { return buffers(t, n).Pending == 0 })
 	}
 	got := consumeAll(t, a, queue, "")
 	checkNumbered(t, "spooled through the three brokers", got, queue, perBroker, 0, 12)

@@ -22,6 +22,7 @@ import (
 	"queen/pg/pgtest"
 	"queen/server/servertest"
 	"queen/telemetry"
+	"queen/testkit"
 )
 
 // page is a parsed /metrics/prometheus.
@@ -464,7 +465,7 @@ func TestStatusWithoutDatabase(t *testing.T) {
 func TestRatesLogAndBootSettings(t *testing.T) {
 	const syncSecret = "mesh-secret-value-4c1e"
 	key := bytes.Repeat([]byte{0xab}, 32)
-	var buf servertest.LogBuffer
+	var buf testkit.LogBuffer
 	c := servertest.StartLogged(t, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		func(c *config.Config) { c.LogRates, c.MeshSecret, c.EncryptionKey = time.Second, syncSecret, key })
 

@@ -20,6 +20,7 @@ import (
 	"queen/pg/localpg"
 	"queen/server"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // rawDo sends one request without a testing.T, so goroutines can use it and see errors.
@@ -423,7 +424,7 @@ func runOutage(t *testing.T, sc outageScenario) outageResult {
 	}
 
 	// Steady state first: pushes queued, both groups consuming.
-	waitUntil(t, time.Minute, "the load to reach a steady state", func() bool {
+	testkit.WaitFor(t, time.Minute, "the load to reach a steady state", func() bool {
 		return statusCount("before/queued") >= 100 && deliveredCount("") >= 50 && deliveredCount("g1") >= 50
 	})
 
@@ -433,9 +434,9 @@ func runOutage(t *testing.T, sc outageScenario) outageResult {
 	sc.down(t)
 	goneAt.Store(time.Now().UnixNano())
 	t.Logf("PostgreSQL %s (that took %v)", sc.name, time.Since(downAt))
-	waitUntil(t, time.Minute, "pushes to be buffered while PostgreSQL is down", func() bool { return statusCount("down/buffered") > 0 })
+	testkit.WaitFor(t, time.Minute, "pushes to be buffered while PostgreSQL is down", func() bool { return statusCount("down/buffered") > 0 })
 	for _, b := range sc.brokers {
-		waitUntil(t, time.Minute, "status/buffers of every broker to report records pending", func() bool {
+		testkit.WaitFor(t, time.Minute, "status/buffers of every broker to report records pending", func() bool {
 			st := buffers(t, b)
 			return st.Pending > 0 && (!sc.reportsDB || !st.DBHealthy)
 		})
@@ -450,9 +451,9 @@ func runOutage(t *testing.T, sc outageScenario) outageResult {
 	t.Logf("PostgreSQL back after %v down (that took %v)", upAt.Sub(downAt).Round(time.Millisecond), time.Since(upAt))
 
 	// A little more load: until the spools have drained and pushes reach PostgreSQL again.
-	waitUntil(t, time.Minute, "pushes to be queued in PostgreSQL again", func() bool { return statusCount("back/queued") >= 30 })
+	testkit.WaitFor(t, time.Minute, "pushes to be queued in PostgreSQL again", func() bool { return statusCount("back/queued") >= 30 })
 	for _, b := range sc.brokers {
-		waitUntil(t, time.Minute, "the spool of every broker to drain", func() bool {
+		testkit.WaitFor(t, time.Minute, "the spool of every broker to drain", func() bool {
 			st := buffers(t, b)
 			return st.DBHealthy && st.Pending == 0
 		})
@@ -477,7 +478,7 @@ func runOutage(t *testing.T, sc outageScenario) outageResult {
 		}
 		return true
 	}
-	waitUntil(t, 3*time.Minute, "every accepted push to be delivered to every group", func() bool {
+	testkit.WaitFor(t, 3*time.Minute, "every accepted push to be delivered to every group", func() bool {
 		return allDelivered("") && allDelivered("g1")
 	})
 	close(stopConsumers)

@@ -2,14 +2,7 @@ package server_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +15,7 @@ import (
 	"queen/config"
 	"queen/pg/localpg"
 	"queen/server"
-	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // testPKI is a throwaway CA and a server certificate it signed for localhost and 127.0.0.1.
@@ -32,47 +25,9 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "queen test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testPKI{
-		caPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}
+	ca := testkit.NewCA(t)
+	cert, key := ca.Issue(t, 2, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	return testPKI{caPEM: ca.PEM, certPEM: cert, keyPEM: key}
 }
 
 // startTLSCluster runs a PostgreSQL cluster of its own listening on 127.0.0.1 with TLS on, and
@@ -112,7 +67,7 @@ func startTLSCluster(t *testing.T, pki testPKI) int {
 // bootAgainst starts a broker that reaches PostgreSQL through PG_HOST (not a test conn string),
 // so it builds its connection, TLS included, the way the binary does. It returns the broker (nil
 // when the boot failed), the boot error and the log, which grows as long as the broker runs.
-func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, *servertest.LogBuffer) {
+func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, *testkit.LogBuffer) {
 	t.Helper()
 	vars := map[string]string{"FILE_BUFFER_DIR": t.TempDir(), "DB_CONNECTION_TIMEOUT": "5000"}
 	for k, v := range env {
@@ -126,7 +81,7 @@ func bootAgainst(t *testing.T, env map[string]string) (*meshNode, error, *server
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &servertest.LogBuffer{}
+	logs := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 
 	"queen/config"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // spoolBound is FILE_BUFFER_MAX_BYTES in these tests: room for a few dozen pushes.
@@ -84,7 +85,7 @@ func TestOutageSpoolFullAnswers503(t *testing.T) {
 	}
 
 	pg.start(t)
-	waitUntil(t, time.Minute, "the spool to drain into PostgreSQL", func() bool {
+	testkit.WaitFor(t, time.Minute, "the spool to drain into PostgreSQL", func() bool {
 		b := buffers(t, c)
 		return b.DBHealthy && b.Pending == 0
 	})
@@ -108,7 +109,7 @@ func TestMaintenanceSpoolFullAnswers503(t *testing.T) {
 	setPushMaint(t, c, true)
 	n := fillSpool(t, c, queue, parts, 0)
 	setPushMaint(t, c, false)
-	waitUntil(t, time.Minute, "the spool to drain into PostgreSQL", func() bool { return buffers(t, c).Pending == 0 })
+	testkit.WaitFor(t, time.Minute, "the spool to drain into PostgreSQL", func() bool { return buffers(t, c).Pending == 0 })
 	checkNumbered(t, "after maintenance", consumeAll(t, c, queue, ""), queue, parts, 0, n)
 	if stored := countStored(t, c, queue); stored != n {
 		t.Fatalf("%d messages in PostgreSQL, want %d", stored, n)

@@ -24,6 +24,7 @@ import (
 	"queen/persistence"
 	"queen/pg/pgtest"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // The tests of this file play what the streaming SDKs' runners do against a real broker:
@@ -721,9 +722,9 @@ func TestStreamSinkPushesAreWritePaths(t *testing.T) {
 	t.Parallel()
 	const secret = "streams-sink-secret-0123456789abcdef"
 	c := startBroker(t, withJWT(func(j *auth.Config) { j.Secret = secret }), withKey, rechecksEvery(time.Hour))
-	token := signJWT(t, jwt.SigningMethodHS256, []byte(secret), "", jwt.MapClaims{"sub": "stream-runner", "role": "read-write", "exp": time.Now().Add(time.Hour).Unix()})
+	token := testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(secret), "", jwt.MapClaims{"sub": "stream-runner", "role": "read-write", "exp": time.Now().Add(time.Hour).Unix()})
 	api := newStreamAPI(c, "Authorization", "Bearer "+token)
-	admin := c.WithHeader("Authorization", "Bearer "+signJWT(t, jwt.SigningMethodHS256, []byte(secret), "", jwt.MapClaims{"role": "admin", "exp": time.Now().Add(time.Hour).Unix()}))
+	admin := c.WithHeader("Authorization", "Bearer "+testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(secret), "", jwt.MapClaims{"role": "admin", "exp": time.Now().Add(time.Hour).Unix()}))
 	admin.JSON("POST", "/api/v1/configure", map[string]any{"queue": "sealed.out", "options": map[string]any{"encryptionEnabled": true}}, 200, nil)
 	admin.JSON("POST", "/api/v1/configure", map[string]any{"queue": "plain.out"}, 200, nil)
 	push(t, admin, item{"queue": "src", "payload": 1})
@@ -809,7 +810,7 @@ func TestStreamCycleWakesSinkPopsAcrossTheMesh(t *testing.T) {
 	must(t, err)
 
 	done := asyncPop(b, "/api/v1/pop/queue/wake.sink?wait=true&batch=10&timeout=30000")
-	waitUntil(t, 10*time.Second, "the sink pop to park on B", func() bool { return parkedOn(t, b, "wake.sink") == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the sink pop to park on B", func() bool { return parkedOn(t, b, "wake.sink") == 1 })
 	m := p.Messages[0]
 	ans, err := q.cycle(map[string]any{"partition_id": *p.PartitionID, "consumer_group": q.group,
 		"push_items": []map[string]any{{"queue": "wake.sink", "payload": map[string]any{"via": "cycle"}}},
@@ -831,7 +832,7 @@ func TestStreamTenancyAndAccessLevels(t *testing.T) {
 	const secret = "streams-access-secret-0123456789abcdef"
 	c := startBroker(t, tenancyOn, withJWT(func(j *auth.Config) { j.Secret = secret }))
 	tok := func(role string) string {
-		return "Bearer " + signJWT(t, jwt.SigningMethodHS256, []byte(secret), "", jwt.MapClaims{"sub": role, "role": role, "exp": time.Now().Add(time.Hour).Unix()})
+		return "Bearer " + testkit.SignJWT(t, jwt.SigningMethodHS256, []byte(secret), "", jwt.MapClaims{"sub": role, "role": role, "exp": time.Now().Add(time.Hour).Unix()})
 	}
 	acme := newStreamAPI(c, "Authorization", tok("read-write"), "x-queen-tenant", "acme")
 	globex := newStreamAPI(c, "Authorization", tok("read-write"), "x-queen-tenant", "globex")

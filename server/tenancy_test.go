@@ -20,6 +20,7 @@ import (
 	"queen/pg/pgtest"
 	"queen/server"
 	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // tenancyOn turns tenancy on, as QUEEN_TENANCY_HEADER=true with QUEEN_KV_TRUSTED_PROXY=true does.
@@ -243,7 +244,7 @@ func TestTenancyBootNeedsTrustedProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf servertest.LogBuffer
+	var buf testkit.LogBuffer
 	b, err := server.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)), server.Options{ConnString: pgtest.NewDatabase(t), Listener: ln})
 	if err != nil {
 		t.Fatal(err)

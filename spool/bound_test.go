@@ -10,13 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-)
 
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+	"queen/testkit"
+)
 
 // diskStats reads the segment files and says what Stats must report: the files holding
 // records, their records and sizes, and the creation time of the oldest.
@@ -173,7 +169,7 @@ func halfWriteThenENOSPC(f *os.File, b []byte) (int, error) {
 // after which appends are accepted again.
 func TestBoundRefusesAppends(t *testing.T) {
 	dir := t.TempDir()
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	const bound = 8 << 10
 	s := openWith(t, Options{Dir: dir, SegmentBytes: 3000, MaxBytes: bound}, logs)
 
@@ -214,7 +210,7 @@ func TestBoundRefusesAppends(t *testing.T) {
 		t.Fatalf("refused appends changed the files: %d bytes; before %d", n, onDisk)
 	}
 	full := 0
-	for _, l := range logs.warnings() {
+	for _, l := range logs.Lines("level=WARN") {
 		if strings.Contains(l, "spool: full") {
 			full++
 		}
@@ -253,7 +249,7 @@ func TestBoundRefusesAppends(t *testing.T) {
 // and the next Open finds no torn tail.
 func TestDiskFullIsErrFull(t *testing.T) {
 	dir := t.TempDir()
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	s := openSpool(t, dir, 0, logs)
 	mustAppend(t, s, record(0), record(1))
 	before, onDisk := s.Stats(), diskBytes(t, dir)
@@ -275,7 +271,7 @@ func TestDiskFullIsErrFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openSpool(t, dir, 0, logs)
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "spool: full") {
+	if w := logs.Lines("level=WARN"); len(w) != 1 || !strings.Contains(w[0], "spool: full") {
 		t.Fatalf("warnings: %q; want the one about the full disk, and no torn tail at Open", w)
 	}
 	equalRecords(t, drainAll(t, s, 10), [][]byte{record(0), record(1), record(4)})

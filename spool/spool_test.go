@@ -17,39 +17,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"queen/testkit"
 )
 
-// logBuffer collects log output; Open and Drain may log from any goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the logged lines at level WARN.
-func (b *logBuffer) warnings() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(l, "level=WARN") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func openSpool(t *testing.T, dir string, segmentBytes int64, logs *logBuffer) *Spool {
+func openSpool(t *testing.T, dir string, segmentBytes int64, logs *testkit.LogBuffer) *Spool {
 	t.Helper()
 	return openWith(t, Options{Dir: dir, SegmentBytes: segmentBytes}, logs)
 }
 
-func openWith(t *testing.T, o Options, logs *logBuffer) *Spool {
+func openWith(t *testing.T, o Options, logs *testkit.LogBuffer) *Spool {
 	t.Helper()
 	if logs != nil {
 		o.Log = slog.New(slog.NewTextHandler(logs, nil))
@@ -422,9 +399,9 @@ func TestTornTail(t *testing.T) {
 			}
 			appendToFile(t, active[0], tc.tail)
 
-			logs := &logBuffer{}
+			logs := &testkit.LogBuffer{}
 			s = openSpool(t, dir, 0, logs)
-			warns := logs.warnings()
+			warns := logs.Lines("level=WARN")
 			if len(warns) != 1 || !strings.Contains(warns[0], fmt.Sprintf("dropped_bytes=%d", len(tc.tail))) {
 				t.Fatalf("want one Warn line dropping %d bytes; got %q", len(tc.tail), warns)
 			}
@@ -452,9 +429,9 @@ func TestTornOnlyRecord(t *testing.T) {
 	if err := os.Truncate(active, headerSize+5); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	s = openSpool(t, dir, 0, logs)
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "dropped_bytes=5") {
+	if w := logs.Lines("level=WARN"); len(w) != 1 || !strings.Contains(w[0], "dropped_bytes=5") {
 		t.Fatalf("warnings %q", w)
 	}
 	checkStats(t, s, 0, 0, 0)
@@ -548,9 +525,9 @@ func TestCorruptRecordInSealedSegmentAtOpen(t *testing.T) {
 	fi, _ := os.Stat(segs[1])
 	flipByte(t, segs[1], off+frameHeaderSize+2) // in the body: CRC mismatch
 
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	s = openSpool(t, dir, 0, logs)
-	w := logs.warnings()
+	w := logs.Lines("level=WARN")
 	if len(w) != 1 || !strings.Contains(w[0], fmt.Sprintf("dropped_bytes=%d", fi.Size()-off)) || !strings.Contains(w[0], "CRC mismatch") {
 		t.Fatalf("want one Warn line dropping %d bytes for a CRC mismatch; got %q", fi.Size()-off, w)
 	}
@@ -564,7 +541,7 @@ func TestCorruptRecordInSealedSegmentAtOpen(t *testing.T) {
 // delivers the segment up to it, logs it and goes on with the later segments.
 func TestCorruptRecordFoundByDrain(t *testing.T) {
 	dir := t.TempDir()
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	s := openSpool(t, dir, 0, logs)
 	all := threeSegments(t, s)
 	segs := segmentFiles(t, dir, sealedExt)
@@ -573,7 +550,7 @@ func TestCorruptRecordFoundByDrain(t *testing.T) {
 	fi, _ := os.Stat(segs[1])
 
 	equalRecords(t, drainAll(t, s, 4), slices.Concat(all[:16], all[20:]))
-	w := logs.warnings()
+	w := logs.Lines("level=WARN")
 	if len(w) != 1 || !strings.Contains(w[0], fmt.Sprintf("dropped_bytes=%d", fi.Size()-off)) {
 		t.Fatalf("want one Warn line dropping %d bytes; got %q", fi.Size()-off, w)
 	}
@@ -647,7 +624,7 @@ func TestDrainStopsOnContextDone(t *testing.T) {
 // reason, logged and counted; the rest is delivered and the segments deleted.
 func TestRefusedRecordsGoToFailed(t *testing.T) {
 	dir := t.TempDir()
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	s := openSpool(t, dir, 0, logs)
 	all := threeSegments(t, s)
 	raw := []byte{0xff, 0x00, 0x01}
@@ -711,7 +688,7 @@ func TestRefusedRecordsGoToFailed(t *testing.T) {
 		t.Fatal("a record that is not JSON is not stored base64")
 	}
 	refusedWarns, ignoredWarns := 0, 0
-	for _, w := range logs.warnings() {
+	for _, w := range logs.Lines("level=WARN") {
 		switch {
 		case strings.Contains(w, "moved to failed/"):
 			refusedWarns++
@@ -720,7 +697,7 @@ func TestRefusedRecordsGoToFailed(t *testing.T) {
 		}
 	}
 	if refusedWarns != 3 || ignoredWarns != 1 {
-		t.Fatalf("%d refused and %d ignored Warn lines; want 3 and 1: %q", refusedWarns, ignoredWarns, logs.warnings())
+		t.Fatalf("%d refused and %d ignored Warn lines; want 3 and 1: %q", refusedWarns, ignoredWarns, logs.Lines("level=WARN"))
 	}
 
 	// The counter survives a restart, and a torn last line of failed/ is cut off.
@@ -728,10 +705,10 @@ func TestRefusedRecordsGoToFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendToFile(t, filepath.Join(dir, failedDirName, failedFileName), []byte(`{"time":"20`))
-	logs = &logBuffer{}
+	logs = &testkit.LogBuffer{}
 	s = openSpool(t, dir, 0, logs)
 	checkStats(t, s, 0, 0, 3)
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "dropped_bytes=11") {
+	if w := logs.Lines("level=WARN"); len(w) != 1 || !strings.Contains(w[0], "dropped_bytes=11") {
 		t.Fatalf("warnings %q", w)
 	}
 	if lines := readFailed(t, dir); len(lines) != 3 {

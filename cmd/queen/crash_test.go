@@ -20,32 +20,14 @@ import (
 	"testing"
 	"time"
 
-	"queen/server/servertest"
+	"queen/testkit"
 )
 
 // crashBroker is the broker binary running as a subprocess.
 type crashBroker struct {
 	cmd    *exec.Cmd
-	stderr *servertest.LogBuffer
+	stderr *testkit.LogBuffer
 	exited chan error
-}
-
-// eventually re-checks cond on a ticker until it holds or d has passed, and reports whether it
-// held. It is for what a broker subprocess shows only from outside (its port, a status route):
-// d is a generous bound on something that must happen, not a measure of how fast it happens.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			return false
-		case <-tick.C:
-		}
-	}
-	return true
 }
 
 // startCrashBroker runs argv (the broker binary, or a command that execs it) with env and waits
@@ -54,7 +36,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 // that read them (a dial that connects says nothing of the log lines still in the pipe).
 func startCrashBroker(t *testing.T, env []string, base string, argv ...string) *crashBroker {
 	t.Helper()
-	b := &crashBroker{stderr: &servertest.LogBuffer{}, exited: make(chan error, 1)}
+	b := &crashBroker{stderr: &testkit.LogBuffer{}, exited: make(chan error, 1)}
 	b.cmd = exec.Command(argv[0], argv[1:]...)
 	b.cmd.Env = env
 	b.cmd.Stdout = b.stderr
@@ -69,7 +51,7 @@ func startCrashBroker(t *testing.T, env []string, base string, argv ...string) *
 			<-b.exited
 		}
 	})
-	listening := eventually(3*time.Minute, func() bool { // the first start runs initdb
+	listening := testkit.Eventually(3*time.Minute, func() bool { // the first start runs initdb
 		select {
 		case err := <-b.exited:
 			b.exited <- err
@@ -174,7 +156,7 @@ func newBrokerRig(t *testing.T, prefix string) *brokerRig {
 		for _, pid := range postmasterPIDs(r.pgdata) {
 			_ = syscall.Kill(pid, syscall.SIGINT)
 		}
-		eventually(30*time.Second, func() bool { return len(postmasterPIDs(r.pgdata)) == 0 })
+		testkit.Eventually(30*time.Second, func() bool { return len(postmasterPIDs(r.pgdata)) == 0 })
 		os.RemoveAll(tmp)
 	})
 
@@ -356,7 +338,7 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 	// Kill it again as soon as the drain has stored something: most likely in the middle of
 	// the segment, which the next start then replays from its beginning.
 	stored := int64(0)
-	drainStarted := eventually(time.Minute, func() bool {
+	drainStarted := testkit.Eventually(time.Minute, func() bool {
 		status, raw, err := crashDo(hc, "GET", base+"/api/v1/resources/queues/"+queue, nil)
 		if err != nil {
 			t.Fatalf("GET queue: %v", err)
@@ -397,7 +379,7 @@ func TestCrashSpoolSurvivesSIGKILL(t *testing.T) {
 		Pending int64 `json:"pending"`
 		Failed  int64 `json:"failed"`
 	}
-	if !eventually(time.Minute, func() bool {
+	if !testkit.Eventually(time.Minute, func() bool {
 		crashJSON(t, hc, "GET", base+"/api/v1/status/buffers", nil, 200, &spooled)
 		return spooled.Pending == 0
 	}) {

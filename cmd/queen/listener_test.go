@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"queen/testkit"
 )
 
 // TestIdleConnectionFloodKeepsServing runs the broker binary with a descriptor limit of 256 and
@@ -121,7 +123,7 @@ func TestIdleConnectionFloodKeepsServing(t *testing.T) {
 		status int
 		health []byte
 	)
-	if !eventually(30*time.Second, func() bool { // the broker notices the closed connections
+	if !testkit.Eventually(30*time.Second, func() bool { // the broker notices the closed connections
 		status, health, err = crashDo(hc, "GET", r.base+"/health", nil)
 		return err == nil && status == 200
 	}) {

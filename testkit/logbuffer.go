@@ -1,7 +1,8 @@
-package servertest
+package testkit
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -22,4 +23,15 @@ func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Lines are the lines written so far that contain s ("level=WARN", say).
+func (l *LogBuffer) Lines(s string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -2,9 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,7 @@ import (
 	"queen/auth"
 	"queen/config"
 	"queen/pg/pgtest"
-	"queen/proxy"
+	"queen/proxy/proxytest"
 	"queen/proxy/pxdb"
 	"queen/server/servertest"
 )
@@ -35,12 +32,8 @@ func TestSignInThroughTheProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := pxdb.OpenConn(context.Background(), pgtest.NewDatabase(t), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	px := proxytest.Start(t, func(c *config.Proxy) { c.JWTSecret = "dashboard-proxy-session-secret-0123456789" })
+	store, base := px.Store, px.Base
 	cli := pxdb.Actor{Who: "cli:test", Credential: "cli"}
 	if err := store.AddCell(context.Background(), pxdb.Cell{Name: "main", Upstream: broker.Base, BrokerToken: token}, cli); err != nil {
 		t.Fatal(err)
@@ -48,22 +41,6 @@ func TestSignInThroughTheProxy(t *testing.T) {
 	if err := store.AddUser(context.Background(), pxdb.User{Name: "ada", Cell: "main", Role: "operator"}, "analytical engine", cli); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.LoadProxy(func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.JWTSecret = "dashboard-proxy-session-secret-0123456789"
-	p, err := proxy.New(context.Background(), cfg, store, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go p.Serve(ln)
-	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
-	base := "http://" + ln.Addr().String()
 
 	pg := open(t, base)
 	pg.run(chromedp.Navigate(base+"/#/maintenance"), chromedp.WaitVisible(`input[name=username]`, chromedp.ByQuery))

@@ -80,24 +80,20 @@ func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.P
 	}
 	buf := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(buf, testLogSink()), nil))
-	p, err := New(context.Background(), cfg, store, log)
-	must(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln) }()
-	go p.Run(ctx)
+	p, err := Start(context.Background(), cfg, store, log, ln)
+	must(t, err)
 	t.Cleanup(func() {
-		cancel()
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = p.Shutdown(sctx)
-		<-served
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Shutdown(ctx); err != nil {
+			t.Errorf("proxy shutdown: %v", err)
+		}
 	})
 	tp := &testProxy{t: t, p: p, store: store, addr: ln.Addr().String(), ca: ca, log: buf}
 	// The change feed (LISTEN) is up before a test revokes anything.
-	testkit.WaitFor(t, 30*time.Second, "the proxy to listen for control-plane changes", p.keys.listening.Load)
+	testkit.WaitFor(t, 30*time.Second, "the proxy to listen for control-plane changes", p.ChangeFeedUp)
 	return tp
 }
 

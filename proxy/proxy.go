@@ -19,6 +19,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"queen/background"
 	"queen/config"
 	"queen/proxy/pxdb"
 )
@@ -34,12 +35,20 @@ type Proxy struct {
 	limits *limiter
 	tls    *certificate // nil without TLS
 	srv    *fasthttp.Server
+	loops  *background.Group
+	// served is closed when the listener stops serving; serveErr says why, nil for Shutdown.
+	served   chan struct{}
+	serveErr error
 }
 
-// New builds the proxy: it loads the cells and, with TLS, the certificate, so that a bad file
-// stops the boot before anything is bound.
-func New(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.Logger) (*Proxy, error) {
-	p := &Proxy{cfg: cfg, store: store, log: log, keys: newKeyCache(store), limits: newLimiter(cfg)}
+// Start builds the proxy, starts its loops and serves ln (TLS when configured) until Shutdown.
+// The cells are loaded and the certificate read first, so that a bad file stops the start
+// before anything is served. The loops keep the cells and the key cache current: cells are
+// re-read every QUEEN_PROXY_CELLS_REFRESH_MS, and a revocation anywhere (another proxy, the
+// CLI) empties the key cache at once through PostgreSQL's LISTEN (keycache.go).
+func Start(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.Logger, ln net.Listener) (*Proxy, error) {
+	p := &Proxy{cfg: cfg, store: store, log: log, keys: newKeyCache(store), limits: newLimiter(cfg),
+		loops: background.NewGroup(), served: make(chan struct{})}
 	if cfg.TLS() {
 		c, err := loadCertificate(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -63,11 +72,22 @@ func New(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.Log
 		CloseOnShutdown: true,
 		Logger:          fasthttpLogger{log},
 	}
+	refresh := func(ctx context.Context) {
+		if err := p.refreshCells(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("cannot re-read the cells", "err", err)
+		}
+	}
+	p.loops.Go(func(ctx context.Context) { p.keys.listen(ctx, p.log, func() { refresh(ctx) }) })
+	p.loops.Every(cfg.CellsRefresh, nil, refresh)
+	go func() {
+		p.serveErr = p.serve(ln)
+		close(p.served)
+	}()
 	return p, nil
 }
 
-// Serve accepts connections on ln (TLS when configured) until Shutdown.
-func (p *Proxy) Serve(ln net.Listener) error {
+// serve accepts connections on ln until Shutdown.
+func (p *Proxy) serve(ln net.Listener) error {
 	if p.tls != nil {
 		ln = p.tls.listener(ln)
 		p.log.Info("TLS listener enabled", "addr", ln.Addr().String(), "min_version", "1.2")
@@ -81,29 +101,6 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	return err
 }
 
-// Run keeps the cells and the key cache current until ctx ends: cells are re-read every
-// QUEEN_PROXY_CELLS_REFRESH_MS, and a revocation anywhere (another proxy, the CLI) empties the
-// key cache at once through PostgreSQL's LISTEN (keycache.go).
-func (p *Proxy) Run(ctx context.Context) {
-	go p.keys.listen(ctx, p.log, func() {
-		if err := p.refreshCells(ctx); err != nil && ctx.Err() == nil {
-			p.log.Warn("cannot re-read the cells", "err", err)
-		}
-	})
-	t := time.NewTicker(p.cfg.CellsRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := p.refreshCells(ctx); err != nil && ctx.Err() == nil {
-				p.log.Warn("cannot re-read the cells", "err", err)
-			}
-		}
-	}
-}
-
 // ReloadCertificate reads the certificate files again (SIGHUP). Connections already open keep
 // theirs; new handshakes get the new one. On error the old one stays.
 func (p *Proxy) ReloadCertificate() error {
@@ -113,8 +110,21 @@ func (p *Proxy) ReloadCertificate() error {
 	return p.tls.reload()
 }
 
-// Shutdown stops accepting connections and waits for open requests.
-func (p *Proxy) Shutdown(ctx context.Context) error { return p.srv.ShutdownWithContext(ctx) }
+// Done is closed once the listener stops serving, after Shutdown or on a failure of its own
+// (which Shutdown then reports).
+func (p *Proxy) Done() <-chan struct{} { return p.served }
+
+// ChangeFeedUp reports whether the key cache is following the control plane's changes.
+func (p *Proxy) ChangeFeedUp() bool { return p.keys.listening.Load() }
+
+// Shutdown stops accepting connections and waits for open requests, then stops the loops and
+// waits for them, so the control-plane store can close under nothing.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	err := p.srv.ShutdownWithContext(ctx)
+	p.loops.Stop()
+	<-p.served
+	return errors.Join(err, p.serveErr)
+}
 
 // handle is the whole request pipeline.
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"queen/actors"
+	"queen/background"
 	"queen/config"
 	"queen/persistence"
 	"queen/spool"
@@ -27,7 +28,7 @@ type drain struct {
 	maxBatch int
 	dir      string
 	kick     chan struct{}
-	loop     *ticking
+	loop     *background.Group
 }
 
 // errDrainPaused stops a drain when push maintenance is turned on in its middle.
@@ -39,10 +40,13 @@ func newDrain(cfg config.Config, log *slog.Logger, store *persistence.Store, sp 
 		every: cfg.SpoolFlush, maxBatch: cfg.SpoolMaxBatch, dir: cfg.SpoolDir, kick: make(chan struct{}, 1)}
 }
 
-func (d *drain) start() { d.loop = startTicking(d.every, d.kick, d.once) }
+func (d *drain) start() {
+	d.loop = background.NewGroup()
+	d.loop.Every(d.every, d.kick, d.once)
+}
 
 func (d *drain) stop() {
-	d.loop.stop()
+	d.loop.Stop()
 	if st := d.spool.Stats(); st.Records > 0 {
 		d.log.Warn("spool has undrained records at shutdown; they are replayed at the next start",
 			"records", st.Records, "dir", d.dir)

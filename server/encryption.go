@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"queen/background"
 	"queen/config"
 	"queen/persistence"
 	"queen/seal"
@@ -18,7 +19,7 @@ import (
 type encryption struct {
 	key    *seal.Key
 	queues *writer.EncryptedQueues
-	stop   context.CancelFunc
+	loop   *background.Group
 }
 
 // startEncryption loads QUEEN_ENCRYPTION_KEY (already checked by config.Load) into the store
@@ -46,13 +47,13 @@ func startEncryption(ctx context.Context, cfg config.Config, store *persistence.
 	} else if e.key == nil {
 		log.Info("payload encryption off: QUEEN_ENCRYPTION_KEY is unset (pushes to a queue configured with encryptionEnabled would be refused)")
 	}
-	rctx, stop := context.WithCancel(context.Background())
-	e.stop = stop
-	go e.queues.Run(rctx, cfg.FlagsRefresh)
+	e.loop = background.NewGroup()
+	e.queues.Start(e.loop, cfg.FlagsRefresh)
 	return e, nil
 }
 
-func (e *encryption) close() { e.stop() }
+// close stops the refresh and waits for it, so the pool can close under nothing.
+func (e *encryption) close() { e.loop.Stop() }
 
 // encryptedQueueList names queues for the boot log as an operator knows them (a tenant's queue
 // as tenant/name), the first hundred of them.

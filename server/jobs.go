@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"queen/background"
 	"queen/config"
 	"queen/persistence"
 )
@@ -13,9 +14,8 @@ import (
 // jobs runs retention and eviction in the background. Every broker runs them; the cleanup
 // advisory lock lets one broker of the cluster work at a time and the others skip.
 type jobs struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	runs   chan<- jobRun // nil outside tests
+	loop *background.Group
+	runs chan<- jobRun // nil outside tests
 }
 
 // jobRun is what a test learns of each completed or failed run (Options.jobRuns), instead of
@@ -29,10 +29,9 @@ type jobRun struct {
 // startJobs starts the loop. Each job first runs one interval after start; an interval of 0
 // disables that job. runs, when not nil, receives every run that was not skipped.
 func startJobs(store *persistence.Store, cfg config.Config, log *slog.Logger, runs chan<- jobRun) *jobs {
-	ctx, cancel := context.WithCancel(context.Background())
-	j := &jobs{cancel: cancel, done: make(chan struct{}), runs: runs}
+	j := &jobs{loop: background.NewGroup(), runs: runs}
 	log.Info("background jobs started", "retention_interval", cfg.RetentionInterval, "eviction_interval", cfg.EvictionInterval)
-	go j.loop(ctx, store, cfg, log)
+	j.loop.Go(func(ctx context.Context) { j.run(ctx, store, cfg, log) })
 	return j
 }
 
@@ -42,14 +41,12 @@ func (j *jobs) stop() {
 	if j == nil {
 		return
 	}
-	j.cancel()
-	<-j.done
+	j.loop.Stop()
 }
 
-// loop runs both jobs from one goroutine: they take the same cluster-wide lock, so running them
+// run runs both jobs from one goroutine: they take the same cluster-wide lock, so running them
 // side by side in one broker would only make one of them skip.
-func (j *jobs) loop(ctx context.Context, store *persistence.Store, cfg config.Config, log *slog.Logger) {
-	defer close(j.done)
+func (j *jobs) run(ctx context.Context, store *persistence.Store, cfg config.Config, log *slog.Logger) {
 	retention := tick(cfg.RetentionInterval)
 	defer retention.Stop()
 	eviction := tick(cfg.EvictionInterval)

@@ -189,7 +189,7 @@ func TestJobsStartAndStopWithBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-b.jobs.done:
+	case <-b.jobs.loop.Done():
 	default:
 		t.Error("job loop still running after Shutdown")
 	}

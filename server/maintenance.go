@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"queen/actors"
+	"queen/background"
 	"queen/persistence"
 )
 
@@ -57,7 +58,7 @@ type maintenance struct {
 	// flips counts flag changes made here or announced by a peer, so a re-read from the
 	// database that started before one does not undo it.
 	flips atomic.Uint64
-	loop  *ticking
+	loop  *background.Group
 }
 
 func newMaintenance(log *slog.Logger, store *persistence.Store, flags *actors.Maintenance, sys *actors.System,
@@ -67,14 +68,15 @@ func newMaintenance(log *slog.Logger, store *persistence.Store, flags *actors.Ma
 
 // start runs the periodic re-read.
 func (m *maintenance) start() {
-	m.loop = startTicking(m.every, nil, func(ctx context.Context) {
+	m.loop = background.NewGroup()
+	m.loop.Every(m.every, nil, func(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		m.Refresh(rctx)
 	})
 }
 
-func (m *maintenance) stop() { m.loop.stop() }
+func (m *maintenance) stop() { m.loop.Stop() }
 
 // SetPush turns push maintenance on or off on this broker and its peers.
 func (m *maintenance) SetPush(ctx context.Context, on bool) error {

@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"queen/actors"
+	"queen/background"
 	"queen/config"
 	"queen/persistence"
 	"queen/spool"
@@ -29,10 +29,9 @@ type observability struct {
 	log *slog.Logger
 	tel *telemetry.Broker
 
-	store  *persistence.Store
-	stats  *stats
-	cancel context.CancelFunc
-	loops  sync.WaitGroup
+	store *persistence.Store
+	stats *stats
+	loops *background.Group // nil until start
 	// reads asks the read loop for a read now and takes its outcome (RefreshMetrics).
 	reads chan chan error
 	// flushes asks the read loop for a statistics flush now (FlushStats, POST /api/v1/stats/refresh).
@@ -94,8 +93,6 @@ func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *
 	gauge("queen_maintenance_mode_enabled", func() float64 { return flag(flags.Push()) })
 	gauge("queen_pop_maintenance_mode_enabled", func() float64 { return flag(flags.Pop()) })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	o.cancel = cancel
 	if o.cfg.MetricsRefresh > 0 {
 		gauge("queen_metrics_refresh_age_seconds", func() float64 {
 			if at := o.lastRead.Load(); at != 0 {
@@ -104,19 +101,18 @@ func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *
 			return -1
 		})
 	}
-	o.loops.Add(2)
-	go o.readLoop(ctx)
-	go o.ratesLoop(ctx, act, sp)
+	o.loops = background.NewGroup()
+	o.loops.Go(o.readLoop)
+	o.startRates(act, sp)
 }
 
 // stop ends both loops, then adds what was counted since the last read to the cluster's
 // counters and flushes the statistics, so that a restart loses none of it.
 func (o *observability) stop() {
-	if o.cancel == nil {
+	if o.loops == nil {
 		return
 	}
-	o.cancel()
-	o.loops.Wait()
+	o.loops.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if o.cfg.MetricsRefresh > 0 {
@@ -129,7 +125,6 @@ func (o *observability) stop() {
 // sampling the statistics' figures every QUEEN_METRICS_REFRESH_MS; it flushes the statistics at
 // the start of every minute; and it does either whenever asked.
 func (o *observability) readLoop(ctx context.Context) {
-	defer o.loops.Done()
 	if o.cfg.MetricsRefresh > 0 {
 		o.periodicRead(ctx)
 	}
@@ -302,29 +297,21 @@ func (o *observability) refresh(ctx context.Context) error {
 // families (tests, which would otherwise wait for QUEEN_METRICS_REFRESH_MS).
 func (b *Broker) RefreshMetrics(ctx context.Context) error { return b.obs.refresh(ctx) }
 
-// ratesLoop closes a rates window every QUEEN_LOG_RATES_MS (every 10 s when the line is off:
+// startRates closes a rates window every QUEEN_LOG_RATES_MS (every 10 s when the line is off:
 // GET /metrics still reports rates) and logs it.
-func (o *observability) ratesLoop(ctx context.Context, act *actors.System, sp *spool.Spool) {
-	defer o.loops.Done()
+func (o *observability) startRates(act *actors.System, sp *spool.Spool) {
 	every := o.cfg.LogRates
 	if every == 0 {
 		every = 10 * time.Second
 	}
 	s := o.tel.NewSampler(o.store.PoolStats().EmptyAcquireWait)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			pool := o.store.PoolStats()
-			r := s.Sample(pool.EmptyAcquireWait)
-			if o.cfg.LogRates > 0 {
-				o.logRates(r, pool, act.Parked(), sp.Stats().Records)
-			}
+	o.loops.Every(every, nil, func(context.Context) {
+		pool := o.store.PoolStats()
+		r := s.Sample(pool.EmptyAcquireWait)
+		if o.cfg.LogRates > 0 {
+			o.logRates(r, pool, act.Parked(), sp.Stats().Records)
 		}
-	}
+	})
 }
 
 // logRates writes the rates line, then one line per busiest queue.

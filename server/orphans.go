@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"queen/background"
 	"queen/persistence"
 )
 
@@ -18,7 +19,7 @@ type orphanLeases struct {
 	store *persistence.Store
 	ids   chan uuid.UUID
 	every time.Duration
-	loop  *ticking
+	loop  *background.Group
 }
 
 func newOrphanLeases(log *slog.Logger, store *persistence.Store, every time.Duration) *orphanLeases {
@@ -33,9 +34,12 @@ func (o *orphanLeases) add(id uuid.UUID) {
 	}
 }
 
-func (o *orphanLeases) start() { o.loop = startTicking(o.every, nil, o.release) }
+func (o *orphanLeases) start() {
+	o.loop = background.NewGroup()
+	o.loop.Every(o.every, nil, o.release)
+}
 
-func (o *orphanLeases) stop() { o.loop.stop() }
+func (o *orphanLeases) stop() { o.loop.Stop() }
 
 // release frees the queued leases; those PostgreSQL does not take go back in the queue.
 func (o *orphanLeases) release(ctx context.Context) {

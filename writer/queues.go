@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"queen/background"
 	"queen/persistence"
 )
 
@@ -100,7 +101,7 @@ func (q *EncryptedQueues) Reload(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// Kick asks the Run loop for a reload soon (a peer changed a queue's configuration).
+// Kick asks the Start loop for a reload soon (a peer changed a queue's configuration).
 func (q *EncryptedQueues) Kick() {
 	select {
 	case q.kick <- struct{}{}:
@@ -108,28 +109,23 @@ func (q *EncryptedQueues) Kick() {
 	}
 }
 
-// Run reloads every interval and on Kick until ctx ends.
-func (q *EncryptedQueues) Run(ctx context.Context, every time.Duration) {
+// Start keeps the set current in g: a reload every interval (10 s when 0) and on each Kick.
+func (q *EncryptedQueues) Start(g *background.Group, every time.Duration) {
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-q.kick:
-		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		fresh, err := q.Reload(rctx)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			q.log.Debug("cannot re-read the encrypted queues; keeping the ones in memory", "err", err)
-		case err == nil && !fresh:
-			q.Kick() // raced with a local change: read again
-		}
+	g.Every(every, q.kick, q.refresh)
+}
+
+// refresh reloads once, keeping the set in memory when the database cannot answer.
+func (q *EncryptedQueues) refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fresh, err := q.Reload(rctx)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() == nil:
+		q.log.Debug("cannot re-read the encrypted queues; keeping the ones in memory", "err", err)
+	case err == nil && !fresh:
+		q.Kick() // raced with a local change: read again
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,8 +18,9 @@ import (
 )
 
 // runServe runs the proxy until SIGTERM or SIGINT; SIGHUP reloads the TLS certificate. The
-// configuration is checked whole, the certificate loaded and the control-plane database
-// reached before the listener is bound, so a bad setting never serves anything.
+// configuration is checked whole and the control-plane database reached before the listener
+// is bound, and the certificate and the cells are loaded before anything is served, so a bad
+// setting never serves anything.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("serve takes no arguments (configuration comes from the environment), got %q", args)
@@ -37,17 +37,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer store.Close()
-	p, err := proxy.New(ctx, cfg, store, log)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s:%d: %w", cfg.BindAddr, cfg.Port, err)
 	}
 	log.Info("queen-proxy starting", "addr", ln.Addr().String(), "enforce", cfg.Enforce, "tenant_header", cfg.TenantHeader,
 		"sessions", cfg.JWTSecret != "")
-	go p.Run(ctx)
+	p, err := proxy.Start(ctx, cfg, store, log, ln)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -62,15 +62,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "reason", "signal")
-	case err := <-served:
-		return fmt.Errorf("the listener failed: %w", err)
+	case <-p.Done():
+		log.Error("the listener stopped serving")
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return errors.Join(p.Shutdown(shutdownCtx), <-served)
+	return p.Shutdown(shutdownCtx)
 }

@@ -217,18 +217,16 @@ func boolOption(raw json.RawMessage, name string) (*bool, error) {
 	return &v, nil
 }
 
-func (s *Server) configure(ctx *fasthttp.RequestCtx) {
+func (s *Server) configure(ctx *fasthttp.RequestCtx) error {
 	req, err := decodeConfigure(ctx.PostBody(), s.scope(ctx))
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	q, err := s.Store.Configure(c, req)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if s.EncryptedQueues != nil {
 		s.EncryptedQueues.Set(q.Queue, q.Options.EncryptionEnabled)
@@ -240,6 +238,7 @@ func (s *Server) configure(ctx *fasthttp.RequestCtx) {
 		Configured: true, Namespace: q.Namespace, PartitionID: q.PartitionID.String(), Queue: q.Queue.Name,
 		QueueID: q.ID.String(), Task: q.Task, Options: optionsJSON(q.Options),
 	})
+	return nil
 }
 
 func optionsJSON(o persistence.QueueOptions) queueOptionsJSON {
@@ -282,19 +281,19 @@ func queueSummary(q persistence.QueueSummary) queueSummaryJSON {
 	}
 }
 
-func (s *Server) listQueues(ctx *fasthttp.RequestCtx) {
+func (s *Server) listQueues(ctx *fasthttp.RequestCtx) error {
 	c, cancel := s.dbContext()
 	defer cancel()
 	queues, err := s.Store.ListQueues(c, persistence.QueueFilter{Scope: s.scope(ctx)})
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := queueListJSON{Queues: make([]queueSummaryJSON, len(queues))}
 	for i, q := range queues {
 		out.Queues[i] = queueSummary(q)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type partitionStatsJSON struct {
@@ -335,30 +334,27 @@ type queueDetailJSON struct {
 
 // queueDetail reads the queue of the path parameter in the caller's scope; false when it has
 // answered instead (bad name, database error, 404).
-func (s *Server) queueDetail(ctx *fasthttp.RequestCtx) (*persistence.QueueDetail, bool) {
+func (s *Server) queueDetail(ctx *fasthttp.RequestCtx) (*persistence.QueueDetail, error) {
 	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
-		writeError(ctx, err)
-		return nil, false
+		return nil, err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	q, err := s.Store.Queue(c, queue)
 	if err != nil {
-		writeError(ctx, err)
-		return nil, false
+		return nil, err
 	}
 	if q == nil {
-		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Queue not found"})
-		return nil, false
+		return nil, notFoundf("Queue not found")
 	}
-	return q, true
+	return q, nil
 }
 
-func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
-	q, ok := s.queueDetail(ctx)
-	if !ok {
-		return
+func (s *Server) getQueue(ctx *fasthttp.RequestCtx) error {
+	q, err := s.queueDetail(ctx)
+	if err != nil {
+		return err
 	}
 	out := queueDetailJSON{
 		CreatedAt: msTime(q.CreatedAt), ID: q.ID.String(), Name: q.Queue.Name, Namespace: q.Namespace, Task: q.Task,
@@ -372,6 +368,7 @@ func (s *Server) getQueue(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type deleteQueueJSON struct {
@@ -382,22 +379,21 @@ type deleteQueueJSON struct {
 
 // deleteQueue deletes a queue and everything in it. The queue's actor needs no notice: it keeps
 // no queue state, and its parked pops read the (now empty) database on their next check.
-func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) {
+func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx) error {
 	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	existed, err := s.Store.DeleteQueue(c, queue)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if s.EncryptedQueues != nil {
 		s.EncryptedQueues.Set(queue, false)
 	}
 	s.Control.AnnounceQueueChange(queue, true)
 	writeJSON(ctx, fasthttp.StatusOK, deleteQueueJSON{Deleted: true, Existed: existed, Queue: queue.Name})
+	return nil
 }

@@ -29,13 +29,12 @@ type consumerGroupJSON struct {
 	TotalLag              int64    `json:"totalLag"`
 }
 
-func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
+func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) error {
 	c, cancel := s.dbContext()
 	defer cancel()
 	groups, err := s.Store.ListConsumerGroups(c, s.scope(ctx))
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := make([]consumerGroupJSON, len(groups))
 	for i, g := range groups {
@@ -47,6 +46,7 @@ func (s *Server) listConsumerGroups(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type groupPartitionJSON struct {
@@ -63,22 +63,19 @@ type groupQueueJSON struct {
 	Partitions []groupPartitionJSON `json:"partitions"`
 }
 
-func (s *Server) getConsumerGroup(ctx *fasthttp.RequestCtx) {
+func (s *Server) getConsumerGroup(ctx *fasthttp.RequestCtx) error {
 	group, err := groupPath(ctx)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	parts, queues, err := s.Store.ConsumerGroup(c, s.scope(ctx), group)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if len(queues) == 0 {
-		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Consumer group not found"})
-		return
+		return notFoundf("Consumer group not found")
 	}
 	out := make(map[string]*groupQueueJSON, len(queues))
 	for _, q := range queues {
@@ -93,6 +90,7 @@ func (s *Server) getConsumerGroup(ctx *fasthttp.RequestCtx) {
 		})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type deleteGroupJSON struct {
@@ -103,42 +101,39 @@ type deleteGroupJSON struct {
 	Success           bool   `json:"success"`
 }
 
-func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) {
-	s.deleteGroup(ctx, persistence.QueueName{})
+func (s *Server) deleteConsumerGroup(ctx *fasthttp.RequestCtx) error {
+	return s.deleteGroup(ctx, persistence.QueueName{})
 }
 
-func (s *Server) deleteConsumerGroupQueue(ctx *fasthttp.RequestCtx) {
+func (s *Server) deleteConsumerGroupQueue(ctx *fasthttp.RequestCtx) error {
 	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
-	s.deleteGroup(ctx, queue)
+	return s.deleteGroup(ctx, queue)
 }
 
 // deleteGroup deletes a group's cursors (on queue only, when not the zero QueueName). Parked
 // pops of the group now have history to read again, so the queues are woken.
-func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue persistence.QueueName) {
+func (s *Server) deleteGroup(ctx *fasthttp.RequestCtx, queue persistence.QueueName) error {
 	group, err := groupPath(ctx)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	deleteMetadata, err := boolParam(ctx.QueryArgs(), "deleteMetadata", true)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	d, err := s.Writer.DeleteConsumerGroup(c, s.scope(ctx), group, queue, deleteMetadata)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, deleteGroupJSON{
 		ConsumerGroup: group, DeletedPartitions: d.Partitions, MetadataDeleted: deleteMetadata, QueueName: queue.Name, Success: true,
 	})
+	return nil
 }
 
 // rfc3339Field reads a required RFC 3339 timestamp string.
@@ -161,36 +156,32 @@ type subscriptionJSON struct {
 	Success       bool   `json:"success"`
 }
 
-func (s *Server) updateSubscription(ctx *fasthttp.RequestCtx) {
+func (s *Server) updateSubscription(ctx *fasthttp.RequestCtx) error {
 	group, err := groupPath(ctx)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	var req struct {
 		SubscriptionTimestamp json.RawMessage `json:"subscriptionTimestamp"`
 	}
 	if err := parseBody(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if len(req.SubscriptionTimestamp) == 0 || string(req.SubscriptionTimestamp) == "null" {
-		writeError(ctx, badf("Missing subscriptionTimestamp in request body"))
-		return
+		return badf("Missing subscriptionTimestamp in request body")
 	}
 	ts, err := rfc3339Field(req.SubscriptionTimestamp, "subscriptionTimestamp")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	n, err := s.Store.UpdateSubscription(c, s.scope(ctx), group, ts)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, subscriptionJSON{ConsumerGroup: group, NewTimestamp: msTime(ts), RowsUpdated: n, Success: true})
+	return nil
 }
 
 type seekQueueJSON struct {
@@ -204,29 +195,25 @@ type seekQueueJSON struct {
 
 // seekQueue moves the group's cursors on the queue to the end or to a timestamp, then wakes
 // the queue: a backward seek gives parked pops messages to read again.
-func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
+func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) error {
 	group, err := groupPath(ctx)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	var req struct {
 		ToEnd     json.RawMessage `json:"toEnd"`
 		Timestamp json.RawMessage `json:"timestamp"`
 	}
 	if err := parseBody(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	toEnd, err := boolOption(req.ToEnd, "toEnd")
 	if err != nil {
-		writeError(ctx, badf("toEnd must be a boolean"))
-		return
+		return badf("toEnd must be a boolean")
 	}
 	out := seekQueueJSON{ConsumerGroup: group, QueueName: queue.Name, Success: true}
 	var target *time.Time
@@ -236,23 +223,21 @@ func (s *Server) seekQueue(ctx *fasthttp.RequestCtx) {
 	case len(req.Timestamp) > 0 && string(req.Timestamp) != "null":
 		ts, err := rfc3339Field(req.Timestamp, "timestamp")
 		if err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 		target = &ts
 		text := msTime(ts)
 		out.TargetTimestamp = &text
 	default:
-		writeError(ctx, badf("Must specify either 'toEnd': true or 'timestamp'"))
-		return
+		return badf("Must specify either 'toEnd': true or 'timestamp'")
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	if out.PartitionsUpdated, err = s.Writer.SeekQueue(c, group, queue, target); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type seekPartitionJSON struct {
@@ -271,37 +256,34 @@ type seekFailureJSON struct {
 
 // seekPartition moves the group's cursor on one partition to its newest message; the body, if
 // any, is ignored.
-func (s *Server) seekPartition(ctx *fasthttp.RequestCtx) {
+func (s *Server) seekPartition(ctx *fasthttp.RequestCtx) error {
 	group, err := groupPath(ctx)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	partition := pathParam(ctx, "partition")
 	if err := checkLen(partition, "partition"); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	queue, err := queueName(s.scope(ctx), pathParam(ctx, "queue"), "queue")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	movedTo, found, err := s.Store.SeekPartition(c, group, queue, partition)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if !found {
 		writeJSON(ctx, fasthttp.StatusNotFound, seekFailureJSON{Error: "Partition not found"})
-		return
+		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, seekPartitionJSON{
 		ConsumerGroup: group, CursorMovedTo: msTimePtr(movedTo), PartitionName: partition, QueueName: queue.Name,
 		Success: true, Updated: true,
 	})
+	return nil
 }
 
 type laggingJSON struct {
@@ -318,18 +300,16 @@ type laggingJSON struct {
 }
 
 // laggingGroups serves GET /api/v1/consumer-groups/lagging?minLagSeconds=3600.
-func (s *Server) laggingGroups(ctx *fasthttp.RequestCtx) {
+func (s *Server) laggingGroups(ctx *fasthttp.RequestCtx) error {
 	minLag, err := intParam(ctx.QueryArgs(), "minLagSeconds", 3600, 0, 100*365*86400)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	rows, err := s.Store.LaggingPartitions(c, s.scope(ctx), time.Duration(minLag)*time.Second)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := make([]laggingJSON, len(rows))
 	for i, l := range rows {
@@ -341,4 +321,5 @@ func (s *Server) laggingGroups(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }

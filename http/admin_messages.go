@@ -94,18 +94,16 @@ func messageFilter(args *fasthttp.Args, scope persistence.Scope) (persistence.Me
 	return f, err
 }
 
-func (s *Server) listMessages(ctx *fasthttp.RequestCtx) {
+func (s *Server) listMessages(ctx *fasthttp.RequestCtx) error {
 	f, err := messageFilter(ctx.QueryArgs(), s.scope(ctx))
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	msgs, mode, err := s.Store.ListMessages(c, f)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := messageListJSON{
 		Messages: make([]messageJSON, len(msgs)),
@@ -115,6 +113,7 @@ func (s *Server) listMessages(ctx *fasthttp.RequestCtx) {
 		out.Messages[i] = messageInfoJSON(&msgs[i])
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type groupPositionJSON struct {
@@ -161,23 +160,20 @@ type messageDetailJSON struct {
 	TransactionID  string              `json:"transactionId"`
 }
 
-func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
+func (s *Server) getMessage(ctx *fasthttp.RequestCtx) error {
 	pid, err := uuidPath(ctx, "partitionId")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	txID := pathParam(ctx, "transactionId")
 	c, cancel := s.dbContext()
 	defer cancel()
 	m, err := s.Store.Message(c, pid, txID)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if m == nil || !s.scope(ctx).Owns(m.Queue) {
-		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Message not found"})
-		return
+		return notFoundf("Message not found")
 	}
 	info := messageInfoJSON(&m.MessageInfo)
 	mode := persistence.ConsumptionMode{HasQueueMode: m.HasQueueMode, BusGroups: m.BusGroups}
@@ -211,6 +207,7 @@ func (s *Server) getMessage(ctx *fasthttp.RequestCtx) {
 		out.ConsumerGroups[i] = groupPositionJSON{Consumed: g.Consumed, LeaseExpiresAt: msTimePtr(g.LeaseExpiresAt), Name: g.Name}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type deleteMessageJSON struct {
@@ -220,11 +217,10 @@ type deleteMessageJSON struct {
 	TransactionID string `json:"transactionId"`
 }
 
-func (s *Server) deleteMessage(ctx *fasthttp.RequestCtx) {
+func (s *Server) deleteMessage(ctx *fasthttp.RequestCtx) error {
 	pid, err := uuidPath(ctx, "partitionId")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	txID := pathParam(ctx, "transactionId")
 	c, cancel := s.dbContext()
@@ -233,18 +229,16 @@ func (s *Server) deleteMessage(ctx *fasthttp.RequestCtx) {
 		// Another tenant's message is not found (one more read, with tenancy on only).
 		m, err := s.Store.Message(c, pid, txID)
 		if err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 		if m == nil || !s.scope(ctx).Owns(m.Queue) {
 			writeJSON(ctx, fasthttp.StatusOK, deleteMessageJSON{Message: "Message not found", PartitionID: pid.String(), TransactionID: txID})
-			return
+			return nil
 		}
 	}
 	deleted, err := s.Store.DeleteMessage(c, pid, txID)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := deleteMessageJSON{Message: "Message deleted successfully", PartitionID: pid.String(), Success: true, TransactionID: txID}
 	if !deleted {
@@ -252,6 +246,7 @@ func (s *Server) deleteMessage(ctx *fasthttp.RequestCtx) {
 		out.Message, out.Success = "Message not found", false
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type dlqEntryJSON struct {
@@ -275,7 +270,7 @@ type dlqListJSON struct {
 	Total      int64          `json:"total"`
 }
 
-func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
+func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) error {
 	args := ctx.QueryArgs()
 	f := persistence.DLQFilter{
 		Scope: s.scope(ctx), Group: string(args.Peek("consumerGroup")), Partition: string(args.Peek("partition")),
@@ -283,28 +278,23 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 	var err error
 	if queue := string(args.Peek("queue")); queue != "" {
 		if f.Queue, err = queueName(f.Scope, queue, "queue"); err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 	}
 	if f.From, err = timeParam(args, "from"); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if f.To, err = timeParam(args, "to"); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if f.Limit, f.Offset, err = pageParams(args, 100); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	entries, total, err := s.Store.ListDLQ(c, f)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := dlqListJSON{
 		Messages: make([]dlqEntryJSON, len(entries)), Pagination: paginationJSON{Limit: f.Limit, Offset: f.Offset}, Total: total,
@@ -317,6 +307,7 @@ func (s *Server) listDLQ(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type dlqReplayJSON struct {
@@ -333,30 +324,27 @@ type dlqReplayJSON struct {
 // replayDLQ serves POST /api/v1/dlq/{partitionId}/{transactionId}/replay, an addition to the
 // reference (docs/compat.md): a copy of the dead letter is pushed into its queue and partition
 // and its dead-letter entries are removed, in one transaction; the body, if any, is ignored.
-func (s *Server) replayDLQ(ctx *fasthttp.RequestCtx) {
+func (s *Server) replayDLQ(ctx *fasthttp.RequestCtx) error {
 	pid, err := uuidPath(ctx, "partitionId")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	txID := pathParam(ctx, "transactionId")
 	c, cancel := s.dbContext()
 	defer cancel()
 	r, err := s.Writer.ReplayDeadLetter(c, s.scope(ctx), pid, txID)
 	if errors.Is(err, persistence.ErrSealedPayload) || errors.Is(err, persistence.ErrReplayRefused) {
-		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error()})
-		return
+		return conflictf(err.Error())
 	}
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if !r.Found {
-		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: "Dead letter not found"})
-		return
+		return notFoundf("Dead letter not found")
 	}
 	writeJSON(ctx, fasthttp.StatusOK, dlqReplayJSON{
 		MessageID: r.Result.MessageID.String(), Partition: r.Partition, PartitionID: r.Result.PartitionID.String(),
 		Queue: r.Queue.Name, ReplayedFrom: txID, Status: string(r.Result.Status), Success: true, TransactionID: r.TransactionID,
 	})
+	return nil
 }

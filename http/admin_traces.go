@@ -94,25 +94,24 @@ type recordTraceJSON struct {
 	TraceID string `json:"traceId,omitempty"`
 }
 
-func (s *Server) recordTrace(ctx *fasthttp.RequestCtx) {
+func (s *Server) recordTrace(ctx *fasthttp.RequestCtx) error {
 	r, err := decodeTrace(ctx.PostBody())
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	r.WorkerID = s.Config.ServerID
 	c, cancel := s.dbContext()
 	defer cancel()
 	id, ok, err := s.Store.RecordTrace(c, s.scope(ctx), r)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if !ok {
 		writeJSON(ctx, fasthttp.StatusOK, recordTraceJSON{Error: "Message not found"})
-		return
+		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, recordTraceJSON{Success: true, TraceID: id.String()})
+	return nil
 }
 
 type traceJSON struct {
@@ -140,24 +139,23 @@ type messageTracesJSON struct {
 	Traces []traceJSON `json:"traces"`
 }
 
-func (s *Server) messageTraces(ctx *fasthttp.RequestCtx) {
+func (s *Server) messageTraces(ctx *fasthttp.RequestCtx) error {
 	pid, err := uuidPath(ctx, "partitionId")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	traces, err := s.Store.MessageTraces(c, s.scope(ctx), pid, pathParam(ctx, "transactionId"))
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := messageTracesJSON{Traces: make([]traceJSON, len(traces))}
 	for i := range traces {
 		out.Traces[i] = traceOut(&traces[i])
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type namedTraceJSON struct {
@@ -181,19 +179,17 @@ type tracesByNameJSON struct {
 	Traces     []namedTraceJSON `json:"traces"`
 }
 
-func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) {
+func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) error {
 	name := pathParam(ctx, "traceName")
 	limit, offset, err := pageParams(ctx.QueryArgs(), 100)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	traces, total, err := s.Store.TracesByName(c, s.scope(ctx), name, limit, offset)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := tracesByNameJSON{Pagination: paginationJSON{Limit: limit, Offset: offset}, Total: total, Traces: make([]namedTraceJSON, len(traces))}
 	for i := range traces {
@@ -206,6 +202,7 @@ func (s *Server) tracesByName(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type traceNameJSON struct {
@@ -221,22 +218,21 @@ type traceNamesJSON struct {
 	TraceNames []traceNameJSON `json:"trace_names"`
 }
 
-func (s *Server) traceNames(ctx *fasthttp.RequestCtx) {
+func (s *Server) traceNames(ctx *fasthttp.RequestCtx) error {
 	limit, offset, err := pageParams(ctx.QueryArgs(), 50)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	names, total, err := s.Store.TraceNames(c, s.scope(ctx), limit, offset)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := traceNamesJSON{Pagination: paginationJSON{Limit: limit, Offset: offset}, Total: total, TraceNames: make([]traceNameJSON, len(names))}
 	for i, n := range names {
 		out.TraceNames[i] = traceNameJSON{LastSeen: msTime(n.LastSeen), MessageCount: n.Messages, TraceCount: n.Traces, TraceName: n.Name}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }

@@ -297,11 +297,10 @@ func (s *Server) queueSeries(ctx *fasthttp.RequestCtx, span time.Duration, byQue
 }
 
 // queueOps serves GET /api/v1/analytics/queue-ops: per queue and point, what its clients did.
-func (s *Server) queueOps(ctx *fasthttp.RequestCtx) {
+func (s *Server) queueOps(ctx *fasthttp.RequestCtx) error {
 	w, _, points, err := s.queueSeries(ctx, time.Hour, true)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := queueOpsJSON{BucketMinutes: w.bucketMinutes(), Queues: []string{}, Series: make([]queueOpsPointJSON, len(points)),
 		TimeRange: w.timeRange()}
@@ -321,6 +320,7 @@ func (s *Server) queueOps(ctx *fasthttp.RequestCtx) {
 	}
 	slices.Sort(out.Queues)
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type queueLagJSON struct {
@@ -333,11 +333,10 @@ type queueLagJSON struct {
 
 // queueLag serves GET /api/v1/analytics/queue-lag: the age of the messages the pops of each
 // queue delivered, per point with pops, newest first.
-func (s *Server) queueLag(ctx *fasthttp.RequestCtx) {
+func (s *Server) queueLag(ctx *fasthttp.RequestCtx) error {
 	_, _, points, err := s.queueSeries(ctx, time.Hour, true)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := []queueLagJSON{}
 	for _, p := range slices.Backward(points) {
@@ -351,6 +350,7 @@ func (s *Server) queueLag(ctx *fasthttp.RequestCtx) {
 		return cmp.Or(cmp.Compare(y.BucketTime, x.BucketTime), cmp.Compare(x.QueueName, y.QueueName))
 	})
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type parkedPointJSON struct {
@@ -370,18 +370,16 @@ type parkedJSON struct {
 
 // queueParkedReplicas serves GET /api/v1/analytics/queue-parked-replicas: the long-polls
 // parked on each queue, by broker.
-func (s *Server) queueParkedReplicas(ctx *fasthttp.RequestCtx) {
+func (s *Server) queueParkedReplicas(ctx *fasthttp.RequestCtx) error {
 	w, f, err := s.statsQuery(ctx, time.Hour)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	points, err := s.Store.ParkedSeries(c, f)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := parkedJSON{BucketMinutes: w.bucketMinutes(), Replicas: []brokerJSON{}, Series: make([]parkedPointJSON, len(points)),
 		TimeRange: w.timeRange()}
@@ -394,6 +392,7 @@ func (s *Server) queueParkedReplicas(ctx *fasthttp.RequestCtx) {
 	}
 	slices.SortFunc(out.Replicas, func(x, y brokerJSON) int { return cmp.Compare(x.Hostname, y.Hostname) })
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type retentionPointJSON struct {
@@ -422,11 +421,10 @@ type retentionJSON struct {
 
 // retention serves GET /api/v1/analytics/retention: the messages retention and eviction
 // deleted, per point with deletions.
-func (s *Server) retention(ctx *fasthttp.RequestCtx) {
+func (s *Server) retention(ctx *fasthttp.RequestCtx) error {
 	w, _, points, err := s.queueSeries(ctx, time.Hour, false)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := retentionJSON{BucketMinutes: w.bucketMinutes(), Series: []retentionPointJSON{}, TimeRange: w.timeRange()}
 	for _, p := range points {
@@ -439,6 +437,7 @@ func (s *Server) retention(ctx *fasthttp.RequestCtx) {
 		out.Totals.add(p)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // statJSON is a gauge over a point, as the reference's system metrics give it.
@@ -500,29 +499,26 @@ type systemJSON struct {
 
 // systemMetrics serves GET /api/v1/analytics/system-metrics: each broker's process figures
 // (CPU, memory, database pool) per point.
-func (s *Server) systemMetrics(ctx *fasthttp.RequestCtx) {
+func (s *Server) systemMetrics(ctx *fasthttp.RequestCtx) error {
 	args := ctx.QueryArgs()
 	w, err := windowParams(args, time.Hour)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	serverID, known, err := workerParams(args)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := systemJSON{BucketMinutes: w.bucketMinutes(), Replicas: []replicaJSON{}, TimeRange: w.timeRange()}
 	if !known {
 		writeJSON(ctx, fasthttp.StatusOK, out)
-		return
+		return nil
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	points, err := s.Store.BrokerSeries(c, w.from, w.to, w.width, serverID)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	replicas := map[string]*replicaJSON{}
 	var ids []string
@@ -548,6 +544,7 @@ func (s *Server) systemMetrics(ctx *fasthttp.RequestCtx) {
 	}
 	out.ReplicaCount = len(out.Replicas)
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type workerPointJSON struct {
@@ -637,16 +634,14 @@ type workerMetricsJSON struct {
 // workerMetrics serves GET /api/v1/analytics/worker-metrics: the brokers' requests, messages,
 // lags and pools per point (newest first), each broker over the last 5 minutes, the lag of
 // each of the caller's queues over the window, and the window's totals.
-func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) {
+func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) error {
 	w, f, err := s.statsQuery(ctx, time.Hour)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	serverID, known, err := workerParams(ctx.QueryArgs())
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := workerMetricsJSON{BucketMinutes: w.bucketMinutes(), Queues: []workerQueueJSON{}, TimeRange: w.timeRange(),
 		TimeSeries: []workerPointJSON{}, Workers: []workerDetailJSON{}}
@@ -655,14 +650,12 @@ func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) {
 	var points []persistence.BrokerPoint
 	if known {
 		if points, err = s.Store.BrokerSeries(c, w.from, w.to, w.width, serverID); err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 	}
 	queues, err := s.Store.QueueSeries(c, f, true)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	buckets := brokerBuckets(points)
 	times := make([]int64, 0, len(buckets))
@@ -717,14 +710,14 @@ func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) {
 	if known {
 		ids, figures, seen, err := s.recentWorkers(ctx, 5*time.Minute, serverID)
 		if err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 		for _, id := range ids {
 			out.Workers = append(out.Workers, workerDetailJSON{workerJSON: worker(id, figures[id]), LastSeen: bucketTime(seen[id])})
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // divide is n / d rounded to the nearest integer, 0 when d is 0.
@@ -753,13 +746,12 @@ type postgresStatsJSON struct {
 
 // postgresStats serves GET /api/v1/analytics/postgres-stats: PostgreSQL's statistics of the
 // broker's tables and database.
-func (s *Server) postgresStats(ctx *fasthttp.RequestCtx) {
+func (s *Server) postgresStats(ctx *fasthttp.RequestCtx) error {
 	c, cancel := s.dbContext()
 	defer cancel()
 	p, err := s.Store.PostgresStats(c)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, postgresStatsJSON{
 		ActiveQueries: p.ActiveQueries, AutovacuumStatus: p.AutovacuumStatus,
@@ -768,4 +760,5 @@ func (s *Server) postgresStats(ctx *fasthttp.RequestCtx) {
 		HotUpdates: p.HotUpdates, IndexCache: p.IndexCache, TableCache: p.TableCache,
 		TableSizes: p.TableSizes, Timestamp: msTime(time.Now()),
 	})
+	return nil
 }

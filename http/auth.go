@@ -101,7 +101,7 @@ type tokenIdentity struct {
 }
 
 // authMe serves GET /auth/me.
-func (s *Server) authMe(ctx *fasthttp.RequestCtx) {
+func (s *Server) authMe(ctx *fasthttp.RequestCtx) error {
 	if s.Auth != nil {
 		// Authorize against the strictest level: a valid token that is not admin comes back
 		// with ErrForbidden and its identity.
@@ -115,13 +115,13 @@ func (s *Server) authMe(ctx *fasthttp.RequestCtx) {
 					}
 				}
 				writeJSON(ctx, fasthttp.StatusOK, out)
-				return
+				return nil
 			}
 		}
 		writeJSON(ctx, fasthttp.StatusUnauthorized, authRequiredJSON{
 			Error: "Authentication required", Code: "auth_required", Message: proxyNote,
 		})
-		return
+		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, standaloneIdentity{
 		Authenticated: true, Standalone: true, AuthMode: "none", Role: "admin",
@@ -129,10 +129,11 @@ func (s *Server) authMe(ctx *fasthttp.RequestCtx) {
 		Clusters: []standaloneGroup{{ID: "local", Name: "local", Role: "admin", URL: "/"}},
 		Views:    standaloneViews,
 	})
+	return nil
 }
 
 // authLogin serves GET /auth/login: a page that says how sign-in works here.
-func (s *Server) authLogin(ctx *fasthttp.RequestCtx) {
+func (s *Server) authLogin(ctx *fasthttp.RequestCtx) error {
 	body := loginPageOff
 	if s.Auth != nil {
 		body = loginPageJWT
@@ -141,15 +142,17 @@ func (s *Server) authLogin(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/html; charset=utf-8")
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetBodyString(body)
+	return nil
 }
 
 // authLogout serves POST /auth/logout: there is no session to end either way.
-func (s *Server) authLogout(ctx *fasthttp.RequestCtx) {
+func (s *Server) authLogout(ctx *fasthttp.RequestCtx) error {
 	if s.Auth != nil {
 		writeJSON(ctx, fasthttp.StatusOK, map[string]any{"success": true, "code": "proxy_required", "message": proxyNote})
-		return
+		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"success": true, "standalone": true})
+	return nil
 }
 
 const loginPageOff = `<!doctype html>

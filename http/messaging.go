@@ -80,16 +80,15 @@ func (s *Server) measure(op telemetry.Op, start time.Time) {
 	s.Telemetry.Request(op, time.Since(start))
 }
 
-func (s *Server) push(ctx *fasthttp.RequestCtx) {
+func (s *Server) push(ctx *fasthttp.RequestCtx) error {
 	defer s.measure(telemetry.Push, time.Now())
 	items, err := decodePush(ctx.PostBody())
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if len(items) == 0 {
 		writeJSON(ctx, fasthttp.StatusCreated, []pushResultJSON{})
-		return
+		return nil
 	}
 	sub, scope := producerSub(ctx), s.scope(ctx)
 	out := make([]pushResultJSON, len(items))
@@ -99,8 +98,7 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		it := &items[i]
 		it.ProducerSub = sub
 		if it.Queue, err = queueName(scope, it.sentQueue, "items["+strconv.Itoa(i)+"].queue"); err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 		out[i] = pushResultJSON{Index: i, QueueName: it.Queue.Name, TransactionID: it.TransactionID}
 		if it.BadTrace != "" {
@@ -112,8 +110,7 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 	}
 	res, err := s.Writer.Push(stored)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	for k, r := range res.Items {
 		i := storedAt[k]
@@ -143,6 +140,7 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) {
 		status = fasthttp.StatusCreated
 	}
 	writeJSON(ctx, status, out)
+	return nil
 }
 
 // popMessageJSON is one delivered message.
@@ -257,37 +255,33 @@ func boolParam(args *fasthttp.Args, name string, def bool) (bool, error) {
 	return false, badf(name + " must be true or false")
 }
 
-func (s *Server) pop(ctx *fasthttp.RequestCtx) {
+func (s *Server) pop(ctx *fasthttp.RequestCtx) error {
 	start, op := time.Now(), telemetry.Pop
 	defer func() { s.measure(op, start) }()
 	req, wait, timeout, err := s.popParams(ctx, pathParam(ctx, "partition"))
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if wait {
 		op = telemetry.PopWait
 	}
 	queue := pathParam(ctx, "queue")
 	if err := checkLen(queue, "queue"); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if err := checkLen(req.Partition, "partition"); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if req.Queue, err = queueName(s.scope(ctx), queue, "queue"); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	rep, err := s.popOnce(ctx, req, wait, timeout)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	s.Telemetry.Popped(req.Queue, rep.Result.Messages)
 	writePop(ctx, req, rep)
+	return nil
 }
 
 // popOnce runs one pop through the queue's actor and waits for its answer. Under pop
@@ -351,19 +345,17 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 // popByNamespace serves GET /api/v1/pop?namespace=&task=: a pop from the first queue of that
 // namespace and/or task (highest priority first) that has messages. A long-poll then parks on
 // every matching queue's actor, like a queue pop, until one of them delivers.
-func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
+func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) error {
 	start, op := time.Now(), telemetry.Pop
 	defer func() { s.measure(op, start) }()
 	args := ctx.QueryArgs()
 	ns, task := string(args.Peek("namespace")), string(args.Peek("task"))
 	if ns == "" && task == "" {
-		writeError(ctx, badf("namespace or task is required"))
-		return
+		return badf("namespace or task is required")
 	}
 	base, wait, timeout, err := s.popParams(ctx, "")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if wait {
 		op = telemetry.PopWait
@@ -373,8 +365,7 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 	queues, err := s.Store.QueuesByNamespace(c, s.scope(ctx), ns, task)
 	cancel()
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	rep := actors.PopReply{}
 	for _, q := range queues {
@@ -388,16 +379,16 @@ func (s *Server) popByNamespace(ctx *fasthttp.RequestCtx) {
 		rep, err = s.parkByNamespace(ctx, base, queues, deadline)
 	}
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	s.Telemetry.Popped(rep.Queue, rep.Result.Messages)
 	if len(rep.Result.Messages) == 0 {
 		writeJSON(ctx, fasthttp.StatusOK, popFailureJSON{Error: string(persistence.PopNoPartition), Messages: []popMessageJSON{}})
-		return
+		return nil
 	}
 	base.Queue = rep.Queue
 	writePop(ctx, base, rep)
+	return nil
 }
 
 // parkByNamespace parks a namespace pop that found nothing on each of its queues' actors, tied
@@ -451,38 +442,35 @@ type ackResultJSON struct {
 	TransactionID string  `json:"transactionId"`
 }
 
-func (s *Server) ack(ctx *fasthttp.RequestCtx) {
+func (s *Server) ack(ctx *fasthttp.RequestCtx) error {
 	defer s.measure(telemetry.Ack, time.Now())
 	var raw ackJSON
 	if err := parseBody(ctx.PostBody(), &raw); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	item, err := decodeAck(&raw, "", "")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
-	s.acknowledge(ctx, []persistence.AckItem{item})
+	return s.acknowledge(ctx, []persistence.AckItem{item})
 }
 
-func (s *Server) ackBatch(ctx *fasthttp.RequestCtx) {
+func (s *Server) ackBatch(ctx *fasthttp.RequestCtx) error {
 	defer s.measure(telemetry.Ack, time.Now())
 	items, err := decodeAckBatch(ctx.PostBody())
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	if len(items) == 0 {
 		writeJSON(ctx, fasthttp.StatusOK, []ackResultJSON{})
-		return
+		return nil
 	}
-	s.acknowledge(ctx, items)
+	return s.acknowledge(ctx, items)
 }
 
 // acknowledge submits the acks to the ack batcher, scoped to the caller's tenant, and answers
 // with one result per item.
-func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckItem) {
+func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckItem) error {
 	scope := s.scope(ctx)
 	for i := range items {
 		items[i].Scope = scope
@@ -498,8 +486,7 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 		err = rep.err
 	}
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := make([]ackResultJSON, len(items))
 	var queues []persistence.QueueName // touched by the request, each counted once
@@ -514,6 +501,7 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {
@@ -554,12 +542,11 @@ type txJSON struct {
 	TransactionID string         `json:"transactionId"`
 }
 
-func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
+func (s *Server) transaction(ctx *fasthttp.RequestCtx) error {
 	defer s.measure(telemetry.Transaction, time.Now())
 	decoded, err := decodeTransaction(ctx.PostBody())
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	ops := make([]persistence.TxOp, len(decoded))
 	sub, scope := producerSub(ctx), s.scope(ctx)
@@ -571,8 +558,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		for _, it := range op.push {
 			it.ProducerSub = sub
 			if it.Queue, err = queueName(scope, it.sentQueue, "operations["+strconv.Itoa(i)+"].queue"); err != nil {
-				writeError(ctx, err)
-				return
+				return err
 			}
 			ops[i].Push = append(ops[i].Push, it.PushItem)
 		}
@@ -581,8 +567,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 	defer cancel()
 	results, reason, err := s.Writer.Transaction(c, ops)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := txJSON{Results: []txResultJSON{}, Success: reason == "", Error: reason, TransactionID: uuid.NewString()}
 	for i, r := range results {
@@ -604,6 +589,7 @@ func (s *Server) transaction(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type leaseJSON struct {
@@ -614,22 +600,20 @@ type leaseJSON struct {
 	Success   bool    `json:"success"`
 }
 
-func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
+func (s *Server) extendLease(ctx *fasthttp.RequestCtx) error {
 	var req struct {
 		Seconds json.RawMessage `json:"seconds"`
 	}
 	// The Python client's renew sends no body at all: it means the default, as {} does.
 	if body := ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
 		if err := parseBody(body, &req); err != nil {
-			writeError(ctx, err)
-			return
+			return err
 		}
 	}
 	seconds := 60
 	if len(req.Seconds) > 0 && string(req.Seconds) != "null" {
 		if err := json.Unmarshal(req.Seconds, &seconds); err != nil || seconds < 1 || seconds > 86400 {
-			writeError(ctx, badf("seconds must be an integer between 1 and 86400"))
-			return
+			return badf("seconds must be an integer between 1 and 86400")
 		}
 	}
 	leaseID := pathParam(ctx, "leaseId")
@@ -639,14 +623,13 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
 		msg := "Lease not found"
 		out.Error = &msg
 		writeJSON(ctx, fasthttp.StatusOK, []leaseJSON{out})
-		return
+		return nil
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	r, err := s.Store.ExtendLease(c, s.scope(ctx), id, time.Duration(seconds)*time.Second)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out.Success = r.Success
 	if r.Success {
@@ -655,4 +638,5 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) {
 		out.Error = &r.Error
 	}
 	writeJSON(ctx, fasthttp.StatusOK, []leaseJSON{out})
+	return nil
 }

@@ -86,11 +86,12 @@ func (s *Server) maintenanceBody() maintenanceJSON {
 }
 
 // getMaintenance reads the flags fresh from the database, so it answers for the cluster.
-func (s *Server) getMaintenance(ctx *fasthttp.RequestCtx) {
+func (s *Server) getMaintenance(ctx *fasthttp.RequestCtx) error {
 	c, cancel := s.dbContext()
 	defer cancel()
 	s.Control.RefreshFlags(c)
 	writeJSON(ctx, fasthttp.StatusOK, s.maintenanceBody())
+	return nil
 }
 
 // enabledBody decodes {"enabled": bool}.
@@ -111,24 +112,20 @@ func enabledBody(body []byte) (bool, error) {
 }
 
 // setFlag decodes {"enabled": bool} and applies it with set; on failure it has answered.
-func (s *Server) setFlag(ctx *fasthttp.RequestCtx, set func(context.Context, bool) error) (on, ok bool) {
+func (s *Server) setFlag(ctx *fasthttp.RequestCtx, set func(context.Context, bool) error) (bool, error) {
 	on, err := enabledBody(ctx.PostBody())
-	if err == nil {
-		c, cancel := s.dbContext()
-		defer cancel()
-		err = set(c, on)
-	}
 	if err != nil {
-		writeError(ctx, err)
-		return false, false
+		return false, err
 	}
-	return on, true
+	c, cancel := s.dbContext()
+	defer cancel()
+	return on, set(c, on)
 }
 
-func (s *Server) setMaintenance(ctx *fasthttp.RequestCtx) {
-	on, ok := s.setFlag(ctx, s.Control.SetMaintenance)
-	if !ok {
-		return
+func (s *Server) setMaintenance(ctx *fasthttp.RequestCtx) error {
+	on, err := s.setFlag(ctx, s.Control.SetMaintenance)
+	if err != nil {
+		return err
 	}
 	body := s.maintenanceBody()
 	body.BufferStats, body.PopMaintenanceMode = nil, nil
@@ -137,6 +134,7 @@ func (s *Server) setMaintenance(ctx *fasthttp.RequestCtx) {
 		body.Message = "Maintenance mode ENABLED. All PUSHes routing to file buffer."
 	}
 	writeJSON(ctx, fasthttp.StatusOK, body)
+	return nil
 }
 
 type popMaintenanceJSON struct {
@@ -151,17 +149,19 @@ func popMaintenanceMessage(on bool) string {
 	return "Pop maintenance mode is OFF. Normal operation."
 }
 
-func (s *Server) getPopMaintenance(ctx *fasthttp.RequestCtx) {
+func (s *Server) getPopMaintenance(ctx *fasthttp.RequestCtx) error {
 	on := s.Maintenance.Pop()
 	writeJSON(ctx, fasthttp.StatusOK, popMaintenanceJSON{Message: popMaintenanceMessage(on), PopMaintenanceMode: on})
+	return nil
 }
 
-func (s *Server) setPopMaintenance(ctx *fasthttp.RequestCtx) {
-	on, ok := s.setFlag(ctx, s.Control.SetPopMaintenance)
-	if !ok {
-		return
+func (s *Server) setPopMaintenance(ctx *fasthttp.RequestCtx) error {
+	on, err := s.setFlag(ctx, s.Control.SetPopMaintenance)
+	if err != nil {
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, popMaintenanceJSON{Message: popMaintenanceMessage(on), PopMaintenanceMode: on})
+	return nil
 }
 
 type bufferStatusJSON struct {
@@ -176,7 +176,7 @@ type bufferStatusJSON struct {
 
 // bufferStatus reports the disk spool: pending files, records and bytes, the age of the oldest
 // record, records refused for good, and whether PostgreSQL takes pushes.
-func (s *Server) bufferStatus(ctx *fasthttp.RequestCtx) {
+func (s *Server) bufferStatus(ctx *fasthttp.RequestCtx) error {
 	st := s.Control.SpoolStats()
 	out := bufferStatusJSON{
 		Bytes: st.Bytes, DBHealthy: s.Control.DBHealthy(), Failed: st.Failed, Files: st.Segments, Pending: st.Records,
@@ -185,21 +185,22 @@ func (s *Server) bufferStatus(ctx *fasthttp.RequestCtx) {
 		out.OldestAgeSeconds = time.Since(st.Oldest).Seconds()
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
-func (s *Server) sharedState(ctx *fasthttp.RequestCtx) {
+func (s *Server) sharedState(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, s.Control.SharedState())
+	return nil
 }
 
 // notify serves POST /internal/api/notify {queue, partition?}: the wake-up a push sends.
-func (s *Server) notify(ctx *fasthttp.RequestCtx) {
+func (s *Server) notify(ctx *fasthttp.RequestCtx) error {
 	var req struct {
 		Queue     json.RawMessage `json:"queue"`
 		Partition json.RawMessage `json:"partition"`
 	}
 	if err := parseBody(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	name, err := nameField(req.Queue, "queue")
 	var queue persistence.QueueName
@@ -207,13 +208,11 @@ func (s *Server) notify(ctx *fasthttp.RequestCtx) {
 		queue, err = queueName(s.scope(ctx), name, "queue")
 	}
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	partition, err := stringField(req.Partition, "partition", "")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	var parts []string
 	if partition != "" {
@@ -221,4 +220,5 @@ func (s *Server) notify(ctx *fasthttp.RequestCtx) {
 	}
 	s.Control.Notify(queue, parts)
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }

@@ -2,9 +2,9 @@ package http
 
 import (
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
-	"strconv"
+
+	"queen/httpkit"
 
 	"github.com/valyala/fasthttp"
 )
@@ -15,17 +15,6 @@ const RequestIDHeader = "X-Request-Id"
 
 type requestIDKey struct{}
 type loggerKey struct{}
-
-// newRequestID returns 16 hex digits. The ids only need to be unique within the logs' horizon,
-// so a fast non-cryptographic source is enough.
-func newRequestID() string {
-	const digits = 16
-	s := strconv.FormatUint(rand.Uint64(), 16)
-	for len(s) < digits {
-		s = "0" + s
-	}
-	return s
-}
 
 // keptBodyBytes is the largest request body whose buffer a connection keeps for its next
 // request. fasthttp keeps a connection's body buffer at the size of the largest body it read,
@@ -40,7 +29,7 @@ const keptBodyBytes = 64 << 10
 // request body buffer larger than keptBodyBytes once the request is served.
 func (s *Server) withRequest(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		id := newRequestID()
+		id := httpkit.NewRequestID()
 		ctx.SetUserValue(requestIDKey{}, id)
 		ctx.SetUserValue(loggerKey{}, s.Log)
 		ctx.Response.Header.Set(RequestIDHeader, id)

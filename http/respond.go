@@ -1,11 +1,11 @@
 package http
 
 import (
-	"encoding/json"
 	"errors"
 
 	"github.com/valyala/fasthttp"
 
+	"queen/httpkit"
 	"queen/persistence"
 	"queen/writer"
 )
@@ -16,14 +16,13 @@ import (
 // which would keep the size of the largest answer (a 1000-item push's results) for as long
 // as the connection lives.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	if err := httpkit.JSON(ctx, status, v); err != nil {
 		requestLog(ctx).Error("cannot encode response", "request_id", requestID(ctx), "path", string(ctx.Path()), "err", err)
-		status, body = fasthttp.StatusInternalServerError, []byte(`{"error":"cannot encode response"}`)
+		ctx.Response.Reset()
+		ctx.SetContentType("application/json")
+		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+		ctx.SetBodyString(`{"error":"cannot encode response"}`)
 	}
-	ctx.SetContentType("application/json")
-	ctx.SetStatusCode(status)
-	ctx.Response.SetBodyRaw(body)
 }
 
 // errorBody is the shape of every error answer.
@@ -47,8 +46,11 @@ func writeError(ctx *fasthttp.RequestCtx, err error) {
 	var bad *badRequest
 	var large *tooLarge
 	var sealed *writer.EncryptionRequired
+	var answered *statusError
 	log := requestLog(ctx)
 	switch {
+	case errors.As(err, &answered):
+		writeJSON(ctx, answered.status, errorBody{Error: answered.msg})
 	case errors.As(err, &bad):
 		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: bad.msg})
 	case errors.As(err, &large):
@@ -70,6 +72,19 @@ func writeError(ctx *fasthttp.RequestCtx, err error) {
 		writeInternalError(ctx)
 	}
 }
+
+// statusError is an answer of its own status: a resource that does not exist (404), a state
+// that forbids the request (409).
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func notFoundf(msg string) error { return &statusError{fasthttp.StatusNotFound, msg} }
+
+func conflictf(msg string) error { return &statusError{fasthttp.StatusConflict, msg} }
 
 // tooLarge is a request that exceeds a size limit (413).
 type tooLarge struct{ msg string }

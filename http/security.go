@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"queen/httpkit"
 	"queen/persistence"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) mainRoutes() []route {
 	}
 	for i := range rts {
 		if isMetricsPath(rts[i].path) {
-			rts[i].handle = noSuchRoute
+			rts[i].handle = plain(noSuchRoute)
 		}
 	}
 	return rts
@@ -45,23 +46,24 @@ func (s *Server) metricsServer() *fasthttp.Server {
 	s.metricsOnce.Do(func() {
 		s.metrics = &fasthttp.Server{
 			// Request ids and panic recovery as on the main listener.
-			Handler: s.withRequest(func(ctx *fasthttp.RequestCtx) {
+			Handler: s.withRequest(answer(func(ctx *fasthttp.RequestCtx) error {
 				switch {
 				case !ctx.IsGet() && !ctx.IsHead():
 					noSuchRoute(ctx)
 				case string(ctx.Path()) == "/metrics":
-					s.metricsJSON(ctx)
+					return s.metricsJSON(ctx)
 				case string(ctx.Path()) == "/metrics/prometheus":
-					s.metricsPrometheus(ctx)
+					return s.metricsPrometheus(ctx)
 				default:
 					noSuchRoute(ctx)
 				}
-			}),
+				return nil
+			})),
 			Name:               "queen-metrics",
 			MaxRequestBodySize: 4096,
 			ReadTimeout:        30 * time.Second,
 			IdleTimeout:        2 * time.Minute,
-			Logger:             fasthttpLogger{s.Log},
+			Logger:             httpkit.Logger{Log: s.Log},
 			CloseOnShutdown:    true,
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"queen/config"
 	"queen/dashboard"
 	"queen/fusion"
+	"queen/httpkit"
 	"queen/persistence"
 	"queen/seal"
 	"queen/telemetry"
@@ -75,7 +76,28 @@ const (
 type route struct {
 	method, path string
 	level        auth.Level
-	handle       fasthttp.RequestHandler
+	handle       handler
+}
+
+// handler serves a route: it decodes, calls, and writes the answer; an error it returns is
+// answered by writeError, the one place that maps errors to statuses.
+type handler func(*fasthttp.RequestCtx) error
+
+// answer is the fasthttp handler of h.
+func answer(h handler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if err := h(ctx); err != nil {
+			writeError(ctx, err)
+		}
+	}
+}
+
+// plain is a handler that answers everything itself (the dashboard's files).
+func plain(h fasthttp.RequestHandler) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
+		h(ctx)
+		return nil
+	}
 }
 
 // RouteInfo is a route of the table without its handler.
@@ -120,7 +142,7 @@ func New(d Deps) *Server {
 	for _, rt := range s.mainRoutes() {
 		// Every route passes the validation boundary (boundary.go); routeParams panics on a
 		// path parameter the boundary has no rule for.
-		r.Handle(rt.method, rt.path, s.guard(rt.level, s.checkInput(routeParams(rt.path), s.tenanted(rt.handle))))
+		r.Handle(rt.method, rt.path, s.guard(rt.level, s.checkInput(routeParams(rt.path), s.tenanted(answer(rt.handle)))))
 	}
 	r.NotFound = s.guard(UnknownRouteLevel, s.notFound)
 	r.GlobalOPTIONS = preflight
@@ -149,7 +171,7 @@ func New(d Deps) *Server {
 		IdleTimeout:                   keepAliveTimeout,
 		DisableHeaderNamesNormalizing: false,
 		ErrorHandler:                  requestError,
-		Logger:                        fasthttpLogger{d.Log},
+		Logger:                        httpkit.Logger{Log: d.Log},
 		CloseOnShutdown:               true,
 	}
 	return s
@@ -164,9 +186,9 @@ func (s *Server) routes() []route {
 		{"GET", "/metrics/prometheus", public, s.metricsPrometheus},
 
 		// The dashboard shell and the identity routes it boots with.
-		{"GET", "/", public, dashboard.Index},
-		{"GET", "/assets/{file:*}", public, dashboard.Asset},
-		{"GET", "/favicon.ico", public, s.notFound},
+		{"GET", "/", public, plain(dashboard.Index)},
+		{"GET", "/assets/{file:*}", public, plain(dashboard.Asset)},
+		{"GET", "/favicon.ico", public, plain(s.notFound)},
 		{"GET", "/auth/me", public, s.authMe},
 		{"GET", "/auth/login", public, s.authLogin},
 		{"POST", "/auth/logout", public, s.authLogout},
@@ -224,10 +246,10 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/stats/refresh", admin, s.refreshStats},
 
 		// The streaming SDKs' routes (streams.go).
-		{"POST", "/streams/v1/queries", readWrite, s.registerStreamQuery},
-		{"DELETE", "/streams/v1/queries/{query}", admin, s.deleteStreamQuery},
-		{"POST", "/streams/v1/cycle", readWrite, s.streamCycle},
-		{"POST", "/streams/v1/state/get", readOnly, s.streamState},
+		{"POST", "/streams/v1/queries", readWrite, streamAnswer(s.registerStreamQuery)},
+		{"DELETE", "/streams/v1/queries/{query}", admin, streamAnswer(s.deleteStreamQuery)},
+		{"POST", "/streams/v1/cycle", readWrite, streamAnswer(s.streamCycle)},
+		{"POST", "/streams/v1/state/get", readOnly, streamAnswer(s.streamState)},
 
 		{"GET", "/api/v1/status/buffers", readOnly, s.bufferStatus},
 		{"GET", "/api/v1/system/maintenance", admin, s.getMaintenance},
@@ -287,10 +309,4 @@ func requestError(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: "malformed HTTP request"})
-}
-
-type fasthttpLogger struct{ log *slog.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Debug("fasthttp", "msg", format, "args", args)
 }

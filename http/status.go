@@ -133,28 +133,24 @@ func (s *Server) statsAge(ctx *fasthttp.RequestCtx) (int64, error) {
 // dashboardStatus serves GET /api/v1/status: the throughput of the caller's queues per point (newest
 // first) beside the cluster's process figures, its queues with messages, their live counts,
 // and the window's totals.
-func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) {
+func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 	w, f, points, err := s.queueSeries(ctx, time.Hour, false)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	brokers, err := s.Store.BrokerSeries(c, w.from, w.to, w.width, "")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	queues, err := s.Store.ListQueues(c, persistence.QueueFilter{Scope: f.Scope, Namespace: f.Namespace, Task: f.Task})
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	leases, dead, err := s.Store.LiveStatus(c, f.Scope)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := dashboardStatusJSON{BucketMinutes: w.bucketMinutes(), Queues: []statusQueueJSON{}, Throughput: []statusPointJSON{},
 		TimeRange: w.timeRange(), Workers: []workerJSON{},
@@ -229,17 +225,16 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) {
 
 	ids, figures, _, err := s.recentWorkers(ctx, 2*time.Minute, "")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	for _, id := range ids {
 		out.Workers = append(out.Workers, worker(id, figures[id]))
 	}
 	if out.StatsAge, err = s.statsAge(ctx); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // addQueueCounters adds b to a (the largest lag wins).
@@ -265,26 +260,25 @@ type statusQueuesJSON struct {
 
 // statusQueues serves GET /api/v1/status/queues: a page of the caller's queues (of a
 // namespace and/or task) with live counts, newest first.
-func (s *Server) statusQueues(ctx *fasthttp.RequestCtx) {
+func (s *Server) statusQueues(ctx *fasthttp.RequestCtx) error {
 	args := ctx.QueryArgs()
 	limit, offset, err := pageParams(args, 100)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	queues, err := s.Store.ListQueues(c, persistence.QueueFilter{Scope: s.scope(ctx), Namespace: string(args.Peek("namespace")),
 		Task: string(args.Peek("task")), Limit: limit, Offset: offset})
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := statusQueuesJSON{Pagination: paginationJSON{Limit: limit, Offset: offset}, Queues: make([]queueSummaryJSON, len(queues))}
 	for i, q := range queues {
 		out.Queues[i] = queueSummary(q)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type statusQueueConfigJSON struct {
@@ -341,10 +335,10 @@ type statusQueueDetailJSON struct {
 
 // statusQueue serves GET /api/v1/status/queues/{queue}: a queue's settings and its partitions
 // with live counts and their queue-mode cursor; 404 when the caller has no such queue.
-func (s *Server) statusQueue(ctx *fasthttp.RequestCtx) {
-	q, ok := s.queueDetail(ctx)
-	if !ok {
-		return
+func (s *Server) statusQueue(ctx *fasthttp.RequestCtx) error {
+	q, err := s.queueDetail(ctx)
+	if err != nil {
+		return err
 	}
 	t := statsJSON(q.Totals)
 	out := statusQueueDetailJSON{
@@ -367,6 +361,7 @@ func (s *Server) statusQueue(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type statusMessageJSON struct {
@@ -382,17 +377,15 @@ type statusMessageJSON struct {
 
 // statusQueueMessages serves GET /api/v1/status/queues/{queue}/messages: a page of the
 // queue's messages, newest first, whatever their age.
-func (s *Server) statusQueueMessages(ctx *fasthttp.RequestCtx) {
+func (s *Server) statusQueueMessages(ctx *fasthttp.RequestCtx) error {
 	scope := s.scope(ctx)
 	queue, err := queueName(scope, pathParam(ctx, "queue"), "queue")
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	limit, offset, err := pageParams(ctx.QueryArgs(), 50)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
@@ -400,8 +393,7 @@ func (s *Server) statusQueueMessages(ctx *fasthttp.RequestCtx) {
 	msgs, _, err := s.Store.ListMessages(c, persistence.MessageFilter{Scope: scope, Queue: queue, From: &time.Time{},
 		Limit: limit, Offset: offset})
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := make([]statusMessageJSON, len(msgs))
 	for i, m := range msgs {
@@ -410,6 +402,7 @@ func (s *Server) statusQueueMessages(ctx *fasthttp.RequestCtx) {
 			Status: string(m.Status), TransactionID: m.TransactionID}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type analyticsPointJSON struct {
@@ -430,12 +423,11 @@ const maxAnalyticsPoints = 10000
 // statusAnalytics serves GET /api/v1/status/analytics: the messages pushed to the caller's
 // queues per minute, hour or day (any other interval is hourly, as in the reference), every
 // point of the window present.
-func (s *Server) statusAnalytics(ctx *fasthttp.RequestCtx) {
+func (s *Server) statusAnalytics(ctx *fasthttp.RequestCtx) error {
 	args := ctx.QueryArgs()
 	w, err := windowParams(args, 24*time.Hour)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	interval := string(args.Peek("interval"))
 	if interval == "" {
@@ -451,20 +443,17 @@ func (s *Server) statusAnalytics(ctx *fasthttp.RequestCtx) {
 	}
 	first, last := w.from.Truncate(w.width), w.to.Truncate(w.width)
 	if n := last.Sub(first)/w.width + 1; n > maxAnalyticsPoints {
-		writeError(ctx, badf("the window holds more than "+strconv.Itoa(maxAnalyticsPoints)+" points at interval "+interval))
-		return
+		return badf("the window holds more than " + strconv.Itoa(maxAnalyticsPoints) + " points at interval " + interval)
 	}
 	f, err := s.statsFilter(ctx, w)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	points, err := s.Store.QueueSeries(c, f, false)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	pushed := map[int64]int64{}
 	for _, p := range points {
@@ -475,6 +464,7 @@ func (s *Server) statusAnalytics(ctx *fasthttp.RequestCtx) {
 		out.DataPoints = append(out.DataPoints, analyticsPointJSON{Messages: pushed[t.Unix()], Timestamp: msTime(t)})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type spreadJSON struct {
@@ -521,22 +511,20 @@ const throughputWindow = 5 * time.Minute
 // overview serves GET /api/v1/resources/overview: the caller's queues, partitions, namespaces
 // and tasks, their live message counts and lags (over queues: seconds since the oldest
 // unconsumed message, unconsumed messages), and the throughput of the last 5 minutes.
-func (s *Server) overview(ctx *fasthttp.RequestCtx) {
+func (s *Server) overview(ctx *fasthttp.RequestCtx) error {
 	scope := s.scope(ctx)
 	c, cancel := s.dbContext()
 	defer cancel()
 	queues, err := s.Store.ListQueues(c, persistence.QueueFilter{Scope: scope})
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	// The last whole minutes: the current one is flushed when it ends.
 	now := time.Now()
 	recent, err := s.Store.QueueSeries(c, persistence.StatsFilter{Scope: scope,
 		From: now.Truncate(time.Minute).Add(-throughputWindow), To: now, Bucket: time.Minute}, false)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	var out overviewJSON
 	namespaces, tasks := map[string]bool{}, map[string]bool{}
@@ -573,10 +561,10 @@ func (s *Server) overview(ctx *fasthttp.RequestCtx) {
 	out.Throughput.ProcessedPerSecond = round2(float64(sum.AckSuccess+sum.AckFailed) / secs)
 	out.Timestamp = msTime(now)
 	if out.StatsAge, err = s.statsAge(ctx); err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type groupCountsJSON struct {
@@ -632,11 +620,10 @@ func (s *Server) groupQueues(ctx *fasthttp.RequestCtx, key func(persistence.Queu
 }
 
 // namespaces serves GET /api/v1/resources/namespaces.
-func (s *Server) namespaces(ctx *fasthttp.RequestCtx) {
+func (s *Server) namespaces(ctx *fasthttp.RequestCtx) error {
 	groups, err := s.groupQueues(ctx, func(q persistence.QueueSummary) string { return q.Namespace })
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := struct {
 		Namespaces []namespaceJSON `json:"namespaces"`
@@ -645,14 +632,14 @@ func (s *Server) namespaces(ctx *fasthttp.RequestCtx) {
 		out.Namespaces[i] = namespaceJSON{groupJSON: g, Namespace: g.name}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // tasks serves GET /api/v1/resources/tasks.
-func (s *Server) tasks(ctx *fasthttp.RequestCtx) {
+func (s *Server) tasks(ctx *fasthttp.RequestCtx) error {
 	groups, err := s.groupQueues(ctx, func(q persistence.QueueSummary) string { return q.Task })
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	out := struct {
 		Tasks []taskJSON `json:"tasks"`
@@ -661,6 +648,7 @@ func (s *Server) tasks(ctx *fasthttp.RequestCtx) {
 		out.Tasks[i] = taskJSON{groupJSON: g, Task: g.name}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type refreshJSON struct {
@@ -686,13 +674,12 @@ type refreshJSON struct {
 
 // refreshStats serves POST /api/v1/stats/refresh: this broker flushes its per-minute
 // statistics now instead of at the end of the minute, and says what it wrote.
-func (s *Server) refreshStats(ctx *fasthttp.RequestCtx) {
+func (s *Server) refreshStats(ctx *fasthttp.RequestCtx) error {
 	c, cancel := s.dbContext()
 	defer cancel()
 	r, err := s.Control.RefreshStats(c)
 	if err != nil {
-		writeError(ctx, err)
-		return
+		return err
 	}
 	var out refreshJSON
 	out.Cleanup.ForgottenQueues = r.Forgotten
@@ -702,4 +689,5 @@ func (s *Server) refreshStats(ctx *fasthttp.RequestCtx) {
 	out.System.SystemUpdated = 1
 	out.Task.TasksUpdated = r.Tasks
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }

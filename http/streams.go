@@ -28,15 +28,19 @@ type streamError struct {
 	Error   string `json:"error"`
 }
 
-// writeStreamError answers bad input 400 in the streams' shape and anything else as every
-// route does (a generic 500 without database text, 503 when PostgreSQL is away).
-func writeStreamError(ctx *fasthttp.RequestCtx, err error) {
-	var bad *badRequest
-	if errors.As(err, &bad) {
-		writeJSON(ctx, fasthttp.StatusBadRequest, streamError{Error: bad.msg})
-		return
+// streamAnswer answers the bad input of a streams route 400 in the streams' shape; any other
+// error is answered as on every route (a generic 500 without database text, 503 when PostgreSQL
+// is away).
+func streamAnswer(h handler) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
+		err := h(ctx)
+		var bad *badRequest
+		if errors.As(err, &bad) {
+			writeJSON(ctx, fasthttp.StatusBadRequest, streamError{Error: bad.msg})
+			return nil
+		}
+		return err
 	}
-	writeError(ctx, err)
 }
 
 // registerQueryJSON is the body of POST /streams/v1/queries as it arrives.
@@ -105,11 +109,10 @@ type registeredQueryJSON struct {
 
 // registerStreamQuery serves POST /streams/v1/queries. A changed config_hash without reset is
 // a 409 (the reference answered 200 with success:false; both SDKs take either).
-func (s *Server) registerStreamQuery(ctx *fasthttp.RequestCtx) {
+func (s *Server) registerStreamQuery(ctx *fasthttp.RequestCtx) error {
 	req, err := decodeRegisterQuery(ctx.PostBody())
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	scope := s.scope(ctx)
 	q := persistence.StreamQuery{ConfigHash: req.hash, Reset: req.reset}
@@ -119,48 +122,45 @@ func (s *Server) registerStreamQuery(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	r, err := s.Store.RegisterQuery(c, q)
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	out := registeredQueryJSON{ConfigHash: req.hash, Name: req.name, QueryID: r.ID.String(), Success: !r.Conflict}
 	if r.Conflict {
 		out.Error = fmt.Sprintf("config_hash mismatch: operator chain changed for queryId '%s'. "+
 			"Pass reset:true to wipe existing state, or use a new queryId.", req.name)
 		writeJSON(ctx, fasthttp.StatusConflict, out)
-		return
+		return nil
 	}
 	out.Fresh, out.Reset = &r.Fresh, &r.Reset
 	if r.Reset {
 		s.Log.Info("stream query state reset", "query", q.Name.String(), "query_id", r.ID.String())
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // deleteStreamQuery serves DELETE /streams/v1/queries/{query} (admin), an addition: the query,
 // its state and its consumer group's cursors go, in one transaction.
-func (s *Server) deleteStreamQuery(ctx *fasthttp.RequestCtx) {
+func (s *Server) deleteStreamQuery(ctx *fasthttp.RequestCtx) error {
 	name, err := queueName(s.scope(ctx), pathParam(ctx, "query"), "query")
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
 	d, found, err := s.Store.DeleteQuery(c, name)
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	if !found {
 		writeJSON(ctx, fasthttp.StatusNotFound, streamError{Error: "query not found"})
-		return
+		return nil
 	}
 	s.Log.Info("stream query deleted", "query", name.String(), "query_id", d.ID.String(),
 		"state_rows", d.StateRows, "cursors", d.Cursors)
@@ -171,6 +171,7 @@ func (s *Server) deleteStreamQuery(ctx *fasthttp.RequestCtx) {
 		StateRows int64  `json:"state_rows_deleted"`
 		Success   bool   `json:"success"`
 	}{d.Cursors, name.Name, d.ID.String(), d.StateRows, true})
+	return nil
 }
 
 // cycleJSON is the body of POST /streams/v1/cycle as it arrives.
@@ -390,12 +391,11 @@ type cycleJSONAnswer struct {
 // streamCycle serves POST /streams/v1/cycle. Unlike the reference, the sink pushes carry the
 // token's sub as producerSub, are sealed for encrypted sink queues and wake parked pops here
 // and across the mesh, as a push does.
-func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
+func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) error {
 	defer s.measure(telemetry.StreamCycle, time.Now())
 	c, err := decodeCycle(ctx.PostBody())
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	scope, sub := s.scope(ctx), producerSub(ctx)
 	c.Scope = scope
@@ -407,8 +407,7 @@ func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
 		it := &c.push[i]
 		it.ProducerSub = sub
 		if it.Queue, err = queueName(scope, it.sentQueue, "push_items["+strconv.Itoa(i)+"].queue"); err != nil {
-			writeStreamError(ctx, err)
-			return
+			return err
 		}
 		c.Push[i] = it.PushItem
 	}
@@ -416,8 +415,7 @@ func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
 	defer cancel()
 	res, reason, err := s.Writer.Cycle(dc, c.StreamCycle)
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	out := cycleJSONAnswer{
 		PartitionID: c.PartitionID.String(), PushResults: []pushResultJSON{}, QueryID: c.QueryID.String(),
@@ -428,7 +426,7 @@ func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
 	}
 	if reason != "" {
 		writeJSON(ctx, fasthttp.StatusOK, out)
-		return
+		return nil
 	}
 	out.StateOpsApplied = res.StateOpsApplied
 	for i, r := range res.Push {
@@ -446,6 +444,7 @@ func (s *Server) streamCycle(ctx *fasthttp.RequestCtx) {
 		out.AckResult = &cycleAckResultJSON{Count: c.ackCount, DLQ: res.Ack.DLQ, LeaseReleased: res.Ack.LeaseReleased, Success: true}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // stateGetJSON is the body of POST /streams/v1/state/get as it arrives.
@@ -507,19 +506,17 @@ type stateRowJSON struct {
 }
 
 // streamState serves POST /streams/v1/state/get (read-only).
-func (s *Server) streamState(ctx *fasthttp.RequestCtx) {
+func (s *Server) streamState(ctx *fasthttp.RequestCtx) error {
 	f, err := decodeStateGet(ctx.PostBody())
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	f.Scope = s.scope(ctx)
 	c, cancel := s.dbContext()
 	defer cancel()
 	rows, err := s.Store.QueryState(c, f)
 	if err != nil {
-		writeStreamError(ctx, err)
-		return
+		return err
 	}
 	out := struct {
 		Rows    []stateRowJSON `json:"rows"`
@@ -529,4 +526,5 @@ func (s *Server) streamState(ctx *fasthttp.RequestCtx) {
 		out.Rows[i] = stateRowJSON{Key: r.Key, UpdatedAt: r.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000000+00:00"), Value: r.Value}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }

@@ -20,7 +20,7 @@ type healthJSON struct {
 }
 
 // health answers 200 when PostgreSQL answers a query within a second, 503 otherwise.
-func (s *Server) health(ctx *fasthttp.RequestCtx) {
+func (s *Server) health(ctx *fasthttp.RequestCtx) error {
 	c, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	h := healthJSON{Database: "connected", Server: "Queen Go broker", ServerID: s.Config.ServerID, Status: "healthy", Version: s.Version}
@@ -29,6 +29,7 @@ func (s *Server) health(ctx *fasthttp.RequestCtx) {
 		h.Database, h.Status, status = "disconnected", "unhealthy", fasthttp.StatusServiceUnavailable
 	}
 	writeJSON(ctx, status, h)
+	return nil
 }
 
 // statusJSON is the answer of GET /status.
@@ -43,11 +44,12 @@ type statusJSON struct {
 // status is the liveness probe: it answers from the process alone, never asking PostgreSQL,
 // so an outage of the database (which the spool rides out) does not get the broker
 // restarted. /health is the readiness probe.
-func (s *Server) status(ctx *fasthttp.RequestCtx) {
+func (s *Server) status(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, statusJSON{
 		Server: "Queen Go broker", ServerID: s.Config.ServerID, Status: "ok",
 		Uptime: s.Telemetry.Uptime().Seconds(), Version: s.Version,
 	})
+	return nil
 }
 
 // countJSON is a count since the start and its rate per second over the last rates window.
@@ -90,7 +92,7 @@ type metricsJSONBody struct {
 }
 
 // metricsJSON is the JSON summary the SDKs call; Prometheus gets the full set.
-func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
+func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) error {
 	t := s.Telemetry
 	rates := t.Rates()
 	var m metricsJSONBody
@@ -107,15 +109,17 @@ func (s *Server) metricsJSON(ctx *fasthttp.RequestCtx) {
 	m.Memory.RSS, m.Memory.HeapTotal, m.Memory.HeapUsed = p.RSS, p.HeapTotal, p.HeapUsed
 	m.CPU.User, m.CPU.System = p.CPUUser.Microseconds(), p.CPUSystem.Microseconds()
 	writeJSON(ctx, fasthttp.StatusOK, m)
+	return nil
 }
 
 // metricsPrometheus writes the page into a buffer of its own, handed to fasthttp without a
 // copy: written into the response, it would stay in the connection's response buffer (MB with
 // thousands of queues) for as long as the scraper keeps the connection.
-func (s *Server) metricsPrometheus(ctx *fasthttp.RequestCtx) {
+func (s *Server) metricsPrometheus(ctx *fasthttp.RequestCtx) error {
 	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	var page bytes.Buffer
 	s.Telemetry.WritePrometheus(&page)
 	ctx.Response.SetBodyRaw(page.Bytes())
+	return nil
 }

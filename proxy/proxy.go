@@ -7,8 +7,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net"
@@ -21,6 +19,7 @@ import (
 
 	"queen/background"
 	"queen/config"
+	"queen/httpkit"
 	"queen/proxy/pxdb"
 )
 
@@ -70,7 +69,7 @@ func Start(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.L
 		IdleTimeout:     time.Minute,
 		ErrorHandler:    requestError,
 		CloseOnShutdown: true,
-		Logger:          fasthttpLogger{log},
+		Logger:          httpkit.Logger{Log: log},
 	}
 	refresh := func(ctx context.Context) {
 		if err := p.refreshCells(ctx); err != nil && ctx.Err() == nil {
@@ -128,7 +127,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 
 // handle is the whole request pipeline.
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
-	id := newRequestID()
+	id := httpkit.NewRequestID()
 	ctx.Response.Header.Set("X-Request-Id", id)
 	// The request target as it arrived: route.go normalises it once, and that one form is
 	// both classified and forwarded (fasthttp's own normalised ctx.Path() is not used).
@@ -180,15 +179,3 @@ func (p *Proxy) audit(op pxdb.Operation) {
 
 // grants reports whether classes (as stored) include c.
 func grants(classes []string, c Class) bool { return slices.Contains(classes, string(c)) }
-
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-type fasthttpLogger struct{ log *slog.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Debug("fasthttp", "msg", format, "args", args)
-}

@@ -1,8 +1,9 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
+
+	"queen/httpkit"
 
 	"github.com/valyala/fasthttp"
 )
@@ -13,12 +14,8 @@ type answer struct {
 	Error string `json:"error"`
 }
 
-func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	body, _ := json.Marshal(v)
-	ctx.SetContentType("application/json")
-	ctx.SetStatusCode(status)
-	ctx.SetBody(body)
-}
+// writeJSON answers v, one of the proxy's own answers (which always encode).
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) { _ = httpkit.JSON(ctx, status, v) }
 
 // requestError answers requests fasthttp could not read: 413 over QUEEN_PROXY_MAX_BODY_BYTES,
 // before anything is forwarded; a fixed 400 otherwise (fasthttp's text quotes the request).

@@ -17,21 +17,18 @@ import (
 // that address only, so an operator can keep them off a network that tenants reach (their
 // per-queue series name every queue). The handlers are the same on either listener.
 
-func isMetricsPath(path string) bool { return path == "/metrics" || path == "/metrics/prometheus" }
+var metricsPaths = []string{"/metrics", "/metrics/prometheus"}
 
-// mainRoutes is the route table of the main listener. When the metrics have a listener of their
-// own, their routes answer 404 here (rather than the dashboard shell of the fallback).
-func (s *Server) mainRoutes() []route {
-	rts := s.routes()
-	if s.Config.MetricsBindAddr == "" {
-		return rts
-	}
-	for i := range rts {
-		if isMetricsPath(rts[i].path) {
-			rts[i].handle = plain(noSuchRoute)
+// mainHandlers are the handlers of the main listener. When the metrics have a listener of
+// their own, their routes answer 404 here (rather than the dashboard shell of the fallback).
+func (s *Server) mainHandlers() map[string]handler {
+	hs := s.handlers()
+	if s.Config.MetricsBindAddr != "" {
+		for _, path := range metricsPaths {
+			hs["GET "+path] = plain(noSuchRoute)
 		}
 	}
-	return rts
+	return hs
 }
 
 func noSuchRoute(ctx *fasthttp.RequestCtx) {

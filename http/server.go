@@ -23,6 +23,7 @@ import (
 	"queen/fusion"
 	"queen/httpkit"
 	"queen/persistence"
+	"queen/routes"
 	"queen/seal"
 	"queen/telemetry"
 	"queen/writer"
@@ -63,22 +64,6 @@ type Server struct {
 	metricsOnce sync.Once
 }
 
-// Access levels of the routes, enforced by guard when JWT is on (see docs/security.md).
-const (
-	public    = auth.Public
-	readOnly  = auth.ReadOnly
-	writeOnly = auth.WriteOnly
-	readWrite = auth.ReadWrite
-	admin     = auth.Admin
-)
-
-// route is one entry of the route table: every route the broker serves, with its access level.
-type route struct {
-	method, path string
-	level        auth.Level
-	handle       handler
-}
-
 // handler serves a route: it decodes, calls, and writes the answer; an error it returns is
 // answered by writeError, the one place that maps errors to statuses.
 type handler func(*fasthttp.RequestCtx) error
@@ -100,25 +85,6 @@ func plain(h fasthttp.RequestHandler) handler {
 	}
 }
 
-// RouteInfo is a route of the table without its handler.
-type RouteInfo struct {
-	Method, Path string
-	Level        auth.Level
-}
-
-// Routes lists the route table (the tests walk it, so a new route is covered by the access
-// tests without editing them). Anything that matches no route is read-write.
-func Routes() []RouteInfo {
-	var out []RouteInfo
-	for _, rt := range (&Server{}).routes() {
-		out = append(out, RouteInfo{Method: rt.method, Path: rt.path, Level: rt.level})
-	}
-	return out
-}
-
-// UnknownRouteLevel is the level of a request that matches no route.
-const UnknownRouteLevel = readWrite
-
 // Deadlines of the HTTP connections (docs/operations.md).
 const (
 	// headerTimeout bounds how long a client takes to send its request headers, counted from
@@ -139,12 +105,22 @@ func New(d Deps) *Server {
 	r.HandleMethodNotAllowed = false // a known path with another method is an unknown route
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	for _, rt := range s.mainRoutes() {
+	handlers := s.mainHandlers()
+	for _, rt := range routes.Table {
+		key := rt.Method + " " + rt.Path
+		h, ok := handlers[key]
+		if !ok {
+			panic("http: route " + key + " of the route table has no handler")
+		}
+		delete(handlers, key)
 		// Every route passes the validation boundary (boundary.go); routeParams panics on a
 		// path parameter the boundary has no rule for.
-		r.Handle(rt.method, rt.path, s.guard(rt.level, s.checkInput(routeParams(rt.path), s.tenanted(answer(rt.handle)))))
+		r.Handle(rt.Method, rt.Path, s.guard(rt.Level, s.checkInput(routeParams(rt.Path), s.tenanted(answer(h)))))
 	}
-	r.NotFound = s.guard(UnknownRouteLevel, s.notFound)
+	for key := range handlers {
+		panic("http: handler " + key + " is not in the route table (routes.Table)")
+	}
+	r.NotFound = s.guard(routes.UnknownLevel, s.notFound)
 	r.GlobalOPTIONS = preflight
 	s.srv = &fasthttp.Server{
 		Handler: s.withRequest(func(ctx *fasthttp.RequestCtx) {
@@ -177,89 +153,79 @@ func New(d Deps) *Server {
 	return s
 }
 
-// routes is the route table.
-func (s *Server) routes() []route {
-	return []route{
-		{"GET", "/health", public, s.health},
-		{"GET", "/status", public, s.status},
-		{"GET", "/metrics", public, s.metricsJSON},
-		{"GET", "/metrics/prometheus", public, s.metricsPrometheus},
-
-		// The dashboard shell and the identity routes it boots with.
-		{"GET", "/", public, plain(dashboard.Index)},
-		{"GET", "/assets/{file:*}", public, plain(dashboard.Asset)},
-		{"GET", "/favicon.ico", public, plain(s.notFound)},
-		{"GET", "/auth/me", public, s.authMe},
-		{"GET", "/auth/login", public, s.authLogin},
-		{"POST", "/auth/logout", public, s.authLogout},
-
-		{"POST", "/api/v1/configure", readWrite, s.configure},
-		{"POST", "/api/v1/push", writeOnly, s.push},
-		{"GET", "/api/v1/pop", readWrite, s.popByNamespace},
-		{"GET", "/api/v1/pop/queue/{queue}", readWrite, s.pop},
-		{"GET", "/api/v1/pop/queue/{queue}/partition/{partition}", readWrite, s.pop},
-		{"POST", "/api/v1/ack", readWrite, s.ack},
-		{"POST", "/api/v1/ack/batch", readWrite, s.ackBatch},
-		{"POST", "/api/v1/transaction", readWrite, s.transaction},
-		{"POST", "/api/v1/lease/{leaseId}/extend", readWrite, s.extendLease},
-
-		{"POST", "/api/v1/traces", readWrite, s.recordTrace},
-		{"GET", "/api/v1/traces/names", readOnly, s.traceNames},
-		{"GET", "/api/v1/traces/by-name/{traceName}", readOnly, s.tracesByName},
-		{"GET", "/api/v1/traces/{partitionId}/{transactionId}", readOnly, s.messageTraces},
-
-		{"GET", "/api/v1/resources/queues", readOnly, s.listQueues},
-		{"GET", "/api/v1/resources/queues/{queue}", readOnly, s.getQueue},
-		{"DELETE", "/api/v1/resources/queues/{queue}", admin, s.deleteQueue},
-		{"GET", "/api/v1/messages", readOnly, s.listMessages},
-		{"GET", "/api/v1/messages/{partitionId}/{transactionId}", readOnly, s.getMessage},
-		{"DELETE", "/api/v1/messages/{partitionId}/{transactionId}", readWrite, s.deleteMessage},
-		{"GET", "/api/v1/dlq", readOnly, s.listDLQ},
-		{"POST", "/api/v1/dlq/{partitionId}/{transactionId}/replay", admin, s.replayDLQ},
-
-		{"GET", "/api/v1/consumer-groups", readOnly, s.listConsumerGroups},
-		{"GET", "/api/v1/consumer-groups/lagging", readOnly, s.laggingGroups},
-		{"GET", "/api/v1/consumer-groups/{group}", readOnly, s.getConsumerGroup},
-		{"DELETE", "/api/v1/consumer-groups/{group}", admin, s.deleteConsumerGroup},
-		{"POST", "/api/v1/consumer-groups/{group}/subscription", readWrite, s.updateSubscription},
-		{"DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", admin, s.deleteConsumerGroupQueue},
-		{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", readWrite, s.seekQueue},
-		{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", readWrite, s.seekPartition},
-
-		// The dashboard's status and analytics, from the per-minute statistics (status.go,
-		// analytics.go).
-		{"GET", "/api/v1/status", readOnly, s.dashboardStatus},
-		{"GET", "/api/v1/status/queues", readOnly, s.statusQueues},
-		{"GET", "/api/v1/status/queues/{queue}", readOnly, s.statusQueue},
-		{"GET", "/api/v1/status/queues/{queue}/messages", readOnly, s.statusQueueMessages},
-		{"GET", "/api/v1/status/analytics", readOnly, s.statusAnalytics},
-		{"GET", "/api/v1/resources/overview", readOnly, s.overview},
-		{"GET", "/api/v1/resources/namespaces", readOnly, s.namespaces},
-		{"GET", "/api/v1/resources/tasks", readOnly, s.tasks},
-		{"GET", "/api/v1/analytics/queue-lag", readOnly, s.queueLag},
-		{"GET", "/api/v1/analytics/queue-ops", readOnly, s.queueOps},
-		{"GET", "/api/v1/analytics/queue-parked-replicas", readOnly, s.queueParkedReplicas},
-		{"GET", "/api/v1/analytics/retention", readOnly, s.retention},
-		{"GET", "/api/v1/analytics/system-metrics", readOnly, s.systemMetrics},
-		{"GET", "/api/v1/analytics/worker-metrics", readOnly, s.workerMetrics},
-		{"GET", "/api/v1/analytics/postgres-stats", readOnly, s.postgresStats},
-		{"POST", "/api/v1/stats/refresh", admin, s.refreshStats},
-
-		// The streaming SDKs' routes (streams.go).
-		{"POST", "/streams/v1/queries", readWrite, streamAnswer(s.registerStreamQuery)},
-		{"DELETE", "/streams/v1/queries/{query}", admin, streamAnswer(s.deleteStreamQuery)},
-		{"POST", "/streams/v1/cycle", readWrite, streamAnswer(s.streamCycle)},
-		{"POST", "/streams/v1/state/get", readOnly, streamAnswer(s.streamState)},
-
-		{"GET", "/api/v1/status/buffers", readOnly, s.bufferStatus},
-		{"GET", "/api/v1/system/maintenance", admin, s.getMaintenance},
-		{"POST", "/api/v1/system/maintenance", admin, s.setMaintenance},
-		{"GET", "/api/v1/system/maintenance/pop", admin, s.getPopMaintenance},
-		{"POST", "/api/v1/system/maintenance/pop", admin, s.setPopMaintenance},
-		{"GET", "/api/v1/system/shared-state", admin, s.sharedState},
-		{"GET", "/internal/api/shared-state/stats", admin, s.sharedState},
-		{"GET", "/internal/api/inter-instance/stats", admin, s.sharedState},
-		{"POST", "/internal/api/notify", admin, s.notify},
+// handlers serve the routes of the route table (routes.Table, where each route's access level
+// and class are declared), keyed by "METHOD path"; New refuses a route without a handler and a
+// handler without a route.
+func (s *Server) handlers() map[string]handler {
+	return map[string]handler{
+		"GET /health":                   s.health,
+		"GET /status":                   s.status,
+		"GET /metrics":                  s.metricsJSON,
+		"GET /metrics/prometheus":       s.metricsPrometheus,
+		"GET /":                         plain(dashboard.Index),
+		"GET /assets/{file:*}":          plain(dashboard.Asset),
+		"GET /favicon.ico":              plain(s.notFound),
+		"GET /auth/me":                  s.authMe,
+		"GET /auth/login":               s.authLogin,
+		"POST /auth/logout":             s.authLogout,
+		"POST /api/v1/configure":        s.configure,
+		"POST /api/v1/push":             s.push,
+		"GET /api/v1/pop":               s.popByNamespace,
+		"GET /api/v1/pop/queue/{queue}": s.pop,
+		"GET /api/v1/pop/queue/{queue}/partition/{partition}": s.pop,
+		"POST /api/v1/ack":                                                                s.ack,
+		"POST /api/v1/ack/batch":                                                          s.ackBatch,
+		"POST /api/v1/transaction":                                                        s.transaction,
+		"POST /api/v1/lease/{leaseId}/extend":                                             s.extendLease,
+		"POST /api/v1/traces":                                                             s.recordTrace,
+		"GET /api/v1/traces/names":                                                        s.traceNames,
+		"GET /api/v1/traces/by-name/{traceName}":                                          s.tracesByName,
+		"GET /api/v1/traces/{partitionId}/{transactionId}":                                s.messageTraces,
+		"GET /api/v1/resources/queues":                                                    s.listQueues,
+		"GET /api/v1/resources/queues/{queue}":                                            s.getQueue,
+		"DELETE /api/v1/resources/queues/{queue}":                                         s.deleteQueue,
+		"GET /api/v1/messages":                                                            s.listMessages,
+		"GET /api/v1/messages/{partitionId}/{transactionId}":                              s.getMessage,
+		"DELETE /api/v1/messages/{partitionId}/{transactionId}":                           s.deleteMessage,
+		"GET /api/v1/dlq":                                                                 s.listDLQ,
+		"POST /api/v1/dlq/{partitionId}/{transactionId}/replay":                           s.replayDLQ,
+		"GET /api/v1/consumer-groups":                                                     s.listConsumerGroups,
+		"GET /api/v1/consumer-groups/lagging":                                             s.laggingGroups,
+		"GET /api/v1/consumer-groups/{group}":                                             s.getConsumerGroup,
+		"DELETE /api/v1/consumer-groups/{group}":                                          s.deleteConsumerGroup,
+		"POST /api/v1/consumer-groups/{group}/subscription":                               s.updateSubscription,
+		"DELETE /api/v1/consumer-groups/{group}/queues/{queue}":                           s.deleteConsumerGroupQueue,
+		"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek":                        s.seekQueue,
+		"POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek": s.seekPartition,
+		"GET /api/v1/status":                                                              s.dashboardStatus,
+		"GET /api/v1/status/queues":                                                       s.statusQueues,
+		"GET /api/v1/status/queues/{queue}":                                               s.statusQueue,
+		"GET /api/v1/status/queues/{queue}/messages":                                      s.statusQueueMessages,
+		"GET /api/v1/status/analytics":                                                    s.statusAnalytics,
+		"GET /api/v1/resources/overview":                                                  s.overview,
+		"GET /api/v1/resources/namespaces":                                                s.namespaces,
+		"GET /api/v1/resources/tasks":                                                     s.tasks,
+		"GET /api/v1/analytics/queue-lag":                                                 s.queueLag,
+		"GET /api/v1/analytics/queue-ops":                                                 s.queueOps,
+		"GET /api/v1/analytics/queue-parked-replicas":                                     s.queueParkedReplicas,
+		"GET /api/v1/analytics/retention":                                                 s.retention,
+		"GET /api/v1/analytics/system-metrics":                                            s.systemMetrics,
+		"GET /api/v1/analytics/worker-metrics":                                            s.workerMetrics,
+		"GET /api/v1/analytics/postgres-stats":                                            s.postgresStats,
+		"POST /api/v1/stats/refresh":                                                      s.refreshStats,
+		"POST /streams/v1/queries":                                                        streamAnswer(s.registerStreamQuery),
+		"DELETE /streams/v1/queries/{query}":                                              streamAnswer(s.deleteStreamQuery),
+		"POST /streams/v1/cycle":                                                          streamAnswer(s.streamCycle),
+		"POST /streams/v1/state/get":                                                      streamAnswer(s.streamState),
+		"GET /api/v1/status/buffers":                                                      s.bufferStatus,
+		"GET /api/v1/system/maintenance":                                                  s.getMaintenance,
+		"POST /api/v1/system/maintenance":                                                 s.setMaintenance,
+		"GET /api/v1/system/maintenance/pop":                                              s.getPopMaintenance,
+		"POST /api/v1/system/maintenance/pop":                                             s.setPopMaintenance,
+		"GET /api/v1/system/shared-state":                                                 s.sharedState,
+		"GET /internal/api/shared-state/stats":                                            s.sharedState,
+		"GET /internal/api/inter-instance/stats":                                          s.sharedState,
+		"POST /internal/api/notify":                                                       s.notify,
 	}
 }
 

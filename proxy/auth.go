@@ -16,8 +16,6 @@ import (
 // cell and a set of classes; or a human session, the cookie a sign-in sets, bound to the user's
 // cell and role.
 
-const keyPrefix = "qpk_"
-
 // caller is who a request comes from, as the audit records it.
 type caller struct {
 	name       string // "key:<id>" or the user's name
@@ -59,7 +57,7 @@ func (r route) dashboard() bool {
 
 func (p *Proxy) authenticateKey(ctx *fasthttp.RequestCtx, c *cell, rt route, auth string) (caller, bool) {
 	secret, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || !strings.HasPrefix(secret, keyPrefix) {
+	if !ok || !strings.HasPrefix(secret, pxdb.KeyPrefix) {
 		return refuse(ctx, fasthttp.StatusUnauthorized, "invalid_credential", "the bearer token is not an API key of this proxy")
 	}
 	key, err := p.keys.lookup(secret)

@@ -15,6 +15,7 @@ import (
 
 	"queen/config"
 	"queen/proxy/pxdb"
+	"queen/routes"
 
 	"queen/testkit"
 )
@@ -312,20 +313,20 @@ func TestProxyAuditsMutatingCalls(t *testing.T) {
 	}
 	type call struct{ method, path, class, id string }
 	var calls []call
-	for _, r := range routeTable {
-		if !(route{class: r.class}).mutating(r.method) {
+	for _, r := range routes.Table {
+		if !(route{class: r.Class}).mutating(r.Method) {
 			continue
 		}
-		path := fill.Replace(r.pattern)
-		body, ok := bodies[r.pattern]
+		path := fill.Replace(r.Path)
+		body, ok := bodies[r.Path]
 		if !ok {
 			body = map[string]any{}
 		}
-		status, h, raw := tp.do("main.proxy.test", r.method, path, body, bearer...)
+		status, h, raw := tp.do("main.proxy.test", r.Method, path, body, bearer...)
 		if status == 401 || status == 403 || status == 404 && codeOf(raw) == "route_blocked" {
-			t.Fatalf("%s %s was not forwarded: %d %s", r.method, path, status, raw)
+			t.Fatalf("%s %s was not forwarded: %d %s", r.Method, path, status, raw)
 		}
-		calls = append(calls, call{r.method, path, string(r.class), h.Get("X-Request-Id")})
+		calls = append(calls, call{r.Method, path, string(r.Class), h.Get("X-Request-Id")})
 	}
 	if len(calls) < 10 {
 		t.Fatalf("only %d mutating routes", len(calls))

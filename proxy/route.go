@@ -3,105 +3,23 @@ package proxy
 import (
 	"net/url"
 	"strings"
+
+	"queen/routes"
 )
 
-// Class is what a broker route does, the unit a credential is granted. Blocked is never
-// granted: those routes are not forwarded at all.
-type Class string
+// Class is what a broker route does, the unit a credential is granted (routes.Class: the
+// broker's route table declares each route's class).
+type Class = routes.Class
 
 // Route classes (docs/proxy.md, "The route table").
 const (
-	Produce    Class = "produce"     // pushes
-	Consume    Class = "consume"     // pops, acks, transactions, leases, stream cycles
-	QueueAdmin Class = "queue_admin" // configure, delete, seek, replay: a tenant's own queues
-	Read       Class = "read"        // listings, status, the dashboard shell
-	Operator   Class = "operator"    // the cell itself: maintenance, the broker's figures
-	Blocked    Class = "blocked"
+	Produce    = routes.Produce
+	Consume    = routes.Consume
+	QueueAdmin = routes.QueueAdmin
+	Read       = routes.Read
+	Operator   = routes.Operator
+	Blocked    = routes.Blocked
 )
-
-// routeTable classifies every route of the broker (http.Routes; proxy tests fail when a
-// broker route is missing here). A request matching none of them is Blocked: the table
-// forwards nothing it cannot name.
-var routeTable = []struct {
-	method, pattern string
-	class           Class
-}{
-	{"GET", "/health", Read},
-	{"GET", "/status", Blocked},   // liveness of one broker process: the platform's, not a caller's
-	{"GET", "/metrics", Operator}, // the dashboard's summary of the cell
-	{"GET", "/metrics/prometheus", Operator},
-	{"GET", "/", Read},
-	{"GET", "/assets/{file:*}", Read},
-	{"GET", "/favicon.ico", Read},
-	{"GET", "/auth/me", Read},
-	{"GET", "/auth/login", Read},   // answered by the proxy (its sign-in page)
-	{"POST", "/auth/logout", Read}, // answered by the proxy (ends the session)
-
-	{"POST", "/api/v1/configure", QueueAdmin},
-	{"POST", "/api/v1/push", Produce},
-	{"GET", "/api/v1/pop", Blocked}, // a pop with no queue reaches every queue of a namespace
-	{"GET", "/api/v1/pop/queue/{queue}", Consume},
-	{"GET", "/api/v1/pop/queue/{queue}/partition/{partition}", Consume},
-	{"POST", "/api/v1/ack", Consume},
-	{"POST", "/api/v1/ack/batch", Consume},
-	{"POST", "/api/v1/transaction", Consume},
-	{"POST", "/api/v1/lease/{leaseId}/extend", Consume},
-
-	{"POST", "/api/v1/traces", Consume},
-	{"GET", "/api/v1/traces/names", Read},
-	{"GET", "/api/v1/traces/by-name/{traceName}", Read},
-	{"GET", "/api/v1/traces/{partitionId}/{transactionId}", Read},
-
-	{"GET", "/api/v1/resources/queues", Read},
-	{"GET", "/api/v1/resources/queues/{queue}", Read},
-	{"DELETE", "/api/v1/resources/queues/{queue}", QueueAdmin},
-	{"GET", "/api/v1/messages", Read},
-	{"GET", "/api/v1/messages/{partitionId}/{transactionId}", Read},
-	{"DELETE", "/api/v1/messages/{partitionId}/{transactionId}", QueueAdmin},
-	{"GET", "/api/v1/dlq", Read},
-	{"POST", "/api/v1/dlq/{partitionId}/{transactionId}/replay", QueueAdmin},
-
-	{"GET", "/api/v1/consumer-groups", Read},
-	{"GET", "/api/v1/consumer-groups/lagging", Read},
-	{"GET", "/api/v1/consumer-groups/{group}", Read},
-	{"DELETE", "/api/v1/consumer-groups/{group}", QueueAdmin},
-	{"POST", "/api/v1/consumer-groups/{group}/subscription", QueueAdmin},
-	{"DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", QueueAdmin},
-	{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", QueueAdmin},
-	{"POST", "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", QueueAdmin},
-
-	{"GET", "/api/v1/status", Read},
-	{"GET", "/api/v1/status/queues", Read},
-	{"GET", "/api/v1/status/queues/{queue}", Read},
-	{"GET", "/api/v1/status/queues/{queue}/messages", Read},
-	{"GET", "/api/v1/status/analytics", Read},
-	{"GET", "/api/v1/resources/overview", Read},
-	{"GET", "/api/v1/resources/namespaces", Read},
-	{"GET", "/api/v1/resources/tasks", Read},
-	{"GET", "/api/v1/analytics/queue-lag", Read},
-	{"GET", "/api/v1/analytics/queue-ops", Read},
-	{"GET", "/api/v1/analytics/queue-parked-replicas", Read},
-	{"GET", "/api/v1/analytics/retention", Read},
-	{"GET", "/api/v1/analytics/system-metrics", Operator},
-	{"GET", "/api/v1/analytics/worker-metrics", Operator},
-	{"GET", "/api/v1/analytics/postgres-stats", Operator},
-	{"POST", "/api/v1/stats/refresh", Blocked},
-
-	{"POST", "/streams/v1/queries", Consume},
-	{"DELETE", "/streams/v1/queries/{query}", QueueAdmin},
-	{"POST", "/streams/v1/cycle", Consume},
-	{"POST", "/streams/v1/state/get", Consume}, // a stream runner reads its own state
-
-	{"GET", "/api/v1/status/buffers", Operator},
-	{"GET", "/api/v1/system/maintenance", Operator},
-	{"POST", "/api/v1/system/maintenance", Operator},
-	{"GET", "/api/v1/system/maintenance/pop", Operator},
-	{"POST", "/api/v1/system/maintenance/pop", Operator},
-	{"GET", "/api/v1/system/shared-state", Operator}, // the mesh as the dashboard shows it
-	{"GET", "/internal/api/shared-state/stats", Blocked},
-	{"GET", "/internal/api/inter-instance/stats", Blocked},
-	{"POST", "/internal/api/notify", Blocked},
-}
 
 // route is a request's place in the table.
 type route struct {
@@ -119,9 +37,11 @@ func classify(method, rawPath string) route {
 		return route{class: Blocked}
 	}
 	out := route{class: Blocked, path: "/" + joinEscaped(segs)}
-	for _, r := range routeTable {
-		if r.method == method && matches(r.pattern, segs) {
-			out.class, out.pattern = r.class, r.pattern
+	// The broker's own table: a request matching none of its routes is Blocked, so the front
+	// door forwards nothing it cannot name.
+	for _, r := range routes.Table {
+		if r.Method == method && matches(r.Path, segs) {
+			out.class, out.pattern = r.Class, r.Path
 			return out
 		}
 	}

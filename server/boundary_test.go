@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	queenhttp "queen/http"
+	"queen/routes"
 )
 
 // The validation boundary (http/boundary.go), route by route. Every route of the table gets
@@ -112,7 +112,7 @@ func TestBoundaryRefusesHostileInputOnEveryRoute(t *testing.T) {
 	// Something to find, so that odd names meet real rows too.
 	push(t, c, item{"queue": "q", "partition": "Default", "transactionId": "tx", "payload": 1})
 
-	for _, rt := range queenhttp.Routes() {
+	for _, rt := range routes.Table {
 		key := rt.Method + " " + rt.Path
 		params := paramPattern.FindAllStringSubmatch(rt.Path, -1)
 		sample, hasBody := sampleBodies[key]

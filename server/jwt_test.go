@@ -24,8 +24,8 @@ import (
 
 	"queen/auth"
 	"queen/config"
-	queenhttp "queen/http"
 	"queen/pg/pgtest"
+	"queen/routes"
 	"queen/server"
 	"queen/server/servertest"
 	"queen/testkit"
@@ -157,12 +157,12 @@ func TestJWTRouteAccess(t *testing.T) {
 		auth.ReadWrite: {"read-write", "admin"},
 		auth.Admin:     {"admin"},
 	}
-	routes := queenhttp.Routes()
+	table := routes.Table
 	// Paths that match no route are read-write.
-	routes = append(routes,
-		queenhttp.RouteInfo{Method: "GET", Path: "/queues/orders", Level: queenhttp.UnknownRouteLevel},
-		queenhttp.RouteInfo{Method: "POST", Path: "/api/v1/no-such-route", Level: queenhttp.UnknownRouteLevel})
-	for _, r := range routes {
+	table = append(table,
+		routes.Route{Method: "GET", Path: "/queues/orders", Level: routes.UnknownLevel},
+		routes.Route{Method: "POST", Path: "/api/v1/no-such-route", Level: routes.UnknownLevel})
+	for _, r := range table {
 		path := concrete(r.Path)
 		for _, tc := range cases {
 			cl := c
@@ -216,7 +216,7 @@ func TestJWTRouteAccess(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d routes × %d tokens checked", len(routes), len(cases))
+	t.Logf("%d routes × %d tokens checked", len(table), len(cases))
 	// The write-only token can push and cannot read back; the read-only one the reverse.
 	wo, ro := c.WithHeader("Authorization", cases[3].header), c.WithHeader("Authorization", cases[2].header)
 	wo.JSON("POST", "/api/v1/push", map[string]any{"items": []item{{"queue": "jwt-set", "payload": 1}}}, 200, nil)

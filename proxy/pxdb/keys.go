@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"queen/routes"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -25,12 +27,18 @@ type Key struct {
 	Hint      string // the first 8 characters of the secret, to tell keys apart in lists
 }
 
-// classes are the route classes a key or a user role may be granted, in canonical order
-// ("blocked" is never grantable).
-var classes = []string{"produce", "consume", "queue_admin", "read", "operator"}
+// classes are the route classes a key or a user role may be granted (routes.Grantable), in
+// canonical order.
+var classes = func() []string {
+	out := make([]string, len(routes.Grantable))
+	for i, c := range routes.Grantable {
+		out[i] = string(c)
+	}
+	return out
+}()
 
-// keyPrefix starts every secret, so a leaked one is recognisable (secret scanners, logs).
-const keyPrefix = "qpk_"
+// KeyPrefix starts every secret, so a leaked one is recognisable (secret scanners, logs).
+const KeyPrefix = "qpk_"
 
 const keySelect = `SELECT id, cell, classes, created_at, expires_at, revoked_at, hint FROM queen_proxy.api_keys`
 
@@ -51,7 +59,7 @@ func (s *Store) CreateKey(ctx context.Context, cell string, want []string, expir
 	if _, err := rand.Read(raw[:]); err != nil {
 		return Key{}, "", fmt.Errorf("cannot make a key: %w", err)
 	}
-	secret := keyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	secret := KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	k := Key{ID: uuid.New(), Cell: cell, Classes: granted, Hint: secret[:8]}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `

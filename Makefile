@@ -6,6 +6,7 @@ SHELL := /bin/bash
 build:
 	go build -o bin/queen ./cmd/queen
 	go build -o bin/queen-proxy ./cmd/queen-proxy
+	go build -o bin/bench ./bench
 
 run: build
 	./bin/queen

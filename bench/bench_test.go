@@ -806,3 +806,44 @@ func TestStreamsVerifierCatchesFaults(t *testing.T) {
 		}
 	}
 }
+
+// The ceiling writes rows of the broker's own message table: the table and the dedup index
+// are read from the broker's migrations, and hold every column the ceiling copies.
+func TestCeilingTableIsTheBrokers(t *testing.T) {
+	schema, err := ceilingSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(schema, "CREATE TABLE bench_ceiling.messages (") || !strings.Contains(schema, "ON bench_ceiling.messages (partition_id, transaction_id)") ||
+		strings.Contains(schema, "queen.") {
+		t.Fatalf("ceiling schema:\n%s", schema)
+	}
+	for _, c := range ceilingColumns {
+		if !strings.Contains(schema, "\n    "+c+" ") {
+			t.Errorf("the broker's message table has no column %s that the ceiling copies", c)
+		}
+	}
+}
+
+// Each scenario starts from its own defaults, takes its own flags and refuses another's, and
+// one that needs its own brokers refuses a target.
+func TestScenarioFlags(t *testing.T) {
+	o, err := parseArgs([]string{"soak"})
+	if err != nil || o.duration != 30*time.Minute || o.rate != 2000 || o.lagRate != 1000 || o.batch != 10 || o.set["rate"] {
+		t.Fatalf("soak defaults: %+v, %v", o, err)
+	}
+	if o, err = parseArgs([]string{"soak", "--rate", "500"}); err != nil || o.rate != 500 || o.lagRate != 250 {
+		t.Fatalf("soak --rate 500: %+v, %v", o, err)
+	}
+	if o, err = parseArgs([]string{"ceiling", "--conns", "2"}); err != nil || o.conns != 2 {
+		t.Fatalf("ceiling --conns 2: %+v, %v", o, err)
+	}
+	for _, args := range [][]string{
+		{"push", "--groups", "2"}, {"consume", "--dim", "queues"}, {"all", "--batch", "10"}, {"all", "--messages", "5"},
+		{"scale", "--url", "http://127.0.0.1:1"}, {"nope"},
+	} {
+		if _, err := parseArgs(args); err == nil {
+			t.Errorf("%v was accepted", args)
+		}
+	}
+}

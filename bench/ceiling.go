@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"queen/migrations"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -30,25 +35,33 @@ func (c CeilingConfig) label() string {
 	return fmt.Sprintf("ceiling COPY %d×%dB c%d", c.Batch, c.Size, c.Conns)
 }
 
-// ceilingSchema mirrors queen.messages (migrations/0001_core.sql): same columns, same keys, the
-// dedup index, no foreign key. Kept in a schema of its own so it never touches the broker's.
-const ceilingSchema = `
-DROP SCHEMA IF EXISTS bench_ceiling CASCADE;
-CREATE SCHEMA bench_ceiling;
-CREATE TABLE bench_ceiling.messages (
-    partition_id   uuid NOT NULL,
-    seq            bigint NOT NULL,
-    id             uuid NOT NULL,
-    transaction_id text NOT NULL CHECK (length(transaction_id) <= 255),
-    trace_id       uuid,
-    payload        jsonb NOT NULL,
-    created_at     timestamptz NOT NULL DEFAULT now(),
-    is_encrypted   boolean NOT NULL DEFAULT false,
-    producer_sub   text,
-    PRIMARY KEY (partition_id, seq)
-);
-CREATE UNIQUE INDEX messages_partition_transaction ON bench_ceiling.messages (partition_id, transaction_id);
-`
+var ceilingScenario = scenario{
+	name:     "ceiling",
+	help:     "raw PostgreSQL: COPY of the broker's message rows, no broker (the physical limit);\n--pg names the PostgreSQL when --url is given",
+	own:      []string{"pg"},
+	defaults: map[string]string{"conns": "4"},
+	jobs:     func(o *options) []job { return []job{newJob("ceiling", o.ceiling(), RunCeiling)} },
+}
+
+func (o *options) ceiling() CeilingConfig {
+	return CeilingConfig{Batch: o.batch, Size: o.size, Conns: o.conns, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
+}
+
+// ceilingSchema is queen.messages as the broker's migrations create it, its dedup index
+// included, in a schema of its own so that the ceiling never touches the broker's tables.
+func ceilingSchema() (string, error) {
+	sql, err := fs.ReadFile(migrations.Files, "0001_core.sql")
+	if err != nil {
+		return "", fmt.Errorf("cannot read the broker's migrations: %w", err)
+	}
+	table := regexp.MustCompile(`(?s)CREATE TABLE queen\.messages \(.*?\n\);`).Find(sql)
+	index := regexp.MustCompile(`CREATE UNIQUE INDEX \w+ ON queen\.messages \([^)]*\);`).Find(sql)
+	if table == nil || index == nil {
+		return "", errors.New("the broker's migrations no longer create queen.messages and its dedup index as the ceiling reads them")
+	}
+	ddl := strings.ReplaceAll(string(table)+"\n"+string(index), "queen.messages", "bench_ceiling.messages")
+	return "DROP SCHEMA IF EXISTS bench_ceiling CASCADE;\nCREATE SCHEMA bench_ceiling;\n" + ddl, nil
+}
 
 var ceilingColumns = []string{"partition_id", "seq", "id", "transaction_id", "trace_id", "payload", "is_encrypted", "producer_sub"}
 
@@ -95,7 +108,11 @@ func RunCeiling(ctx context.Context, t *Target, cfg CeilingConfig) (*Result, err
 		return nil, fmt.Errorf("cannot connect to PostgreSQL: %w", err)
 	}
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, ceilingSchema); err != nil {
+	schema, err := ceilingSchema()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.Exec(ctx, schema); err != nil {
 		return nil, fmt.Errorf("cannot create the ceiling table: %w", err)
 	}
 	defer func() {

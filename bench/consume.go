@@ -36,6 +36,18 @@ func (c ConsumeConfig) label() string {
 	return fmt.Sprintf("consume pop%d%s c%d", c.Batch, mode, c.Consumers)
 }
 
+var consumeScenario = scenario{
+	name: "consume",
+	help: "consumers draining a pre-filled queue: pop + ack/batch, or --autoack; --groups for fan-out",
+	own:  []string{"messages", "groups", "autoack"},
+	jobs: func(o *options) []job { return []job{newJob("consume", o.consume(), RunConsume)} },
+}
+
+func (o *options) consume() ConsumeConfig {
+	return ConsumeConfig{Messages: o.prefillMessages(10000), Consumers: o.consumers, Batch: o.batch, Groups: o.groups,
+		AutoAck: o.autoAck, Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
+}
+
 // groupNames are the consumer groups of a run: "" (queue mode) when groups is 0.
 func groupNames(groups int) []string {
 	if groups == 0 {
@@ -87,7 +99,7 @@ func oneQueue(c *client, queue string) readers {
 func newConsumer(r readers, slot int, group string, batch int, autoAck bool, g *groupLog, errs *errorCounts) *consumer {
 	cn := &consumer{conn: r.clients[slot%len(r.clients)].conn(), turn: r.turn, group: group, autoAck: autoAck, log: g, errs: errs}
 	for _, q := range r.queues {
-		// timeout=1000: the pop; a long-poll that finds nothing costs a request per second.
+		// timeout=1000: a long-poll that finds nothing costs a request per second.
 		p := popParams{queue: q, group: group, batch: batch, wait: true, timeout: time.Second, autoAck: autoAck, partitions: r.partitions}
 		cn.paths = append(cn.paths, p.path())
 	}

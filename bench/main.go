@@ -2,9 +2,10 @@
 //
 //	go run ./bench <scenario> [flags]
 //
-// Scenarios: ceiling, push, consume, mixed, streams, wake, outage, scrape, scale, soak, all. Without --url it builds
-// ./cmd/queen and runs it with a private PostgreSQL in a temporary directory, which also gives
-// it the broker's and PostgreSQL's CPU and memory. See usage below for the flags.
+// The scenarios are listed in scenarios.go, each declared in the file of its measurement.
+// Without --url it builds ./cmd/queen and runs it with a private PostgreSQL in a temporary
+// directory, which also gives it the broker's and PostgreSQL's CPU and memory. go run ./bench
+// -h lists the scenarios and the flags.
 package main
 
 import (
@@ -22,29 +23,12 @@ import (
 	"time"
 )
 
-const usage = `usage: go run ./bench <scenario> [flags]
+const usageHead = `usage: go run ./bench <scenario> [flags]
 
 scenarios:
-  ceiling   raw PostgreSQL: COPY of the broker's message rows, no broker (the physical limit)
-  push      producers pushing batches to rotating partitions
-  consume   consumers draining a pre-filled queue: pop + ack/batch, or --autoack; --groups for fan-out
-  mixed     push and consume at once on a fresh queue; reports the consumer lag
-  streams   stream-query runners over a pre-filled queue: pop, state/get, one cycle per batch
-            (window counts, a sink summary, the ack); --consumers runners, default 4
-  wake      latency from a push's answer to the answer of a parked long-poll pop
-  outage    push while PostgreSQL is stopped for most of --duration (disk spool), reported per
-            --every; then the spool's drain once it is back (needs the bench's own broker)
-  scrape    time of one /metrics/prometheus scrape with --queues queues (--samples scrapes)
-  scale     push, pop+ack and autoAck pop as one dimension grows, the others at their smallest:
-            --dim partitions,queues,groups,backlog,brokers (default all), --values 10,1k,...
-            (one dimension), --duration per operation (default 10s); fresh brokers and
-            PostgreSQL per point; --charts DIR writes one SVG per dimension
-  soak      push at --rate (default 2000) + queue-mode consumers keeping up + a consumer group
-            kept behind at --lag-rate (default half), for --duration (default 30m), with a
-            restart every --fault-every (default 10m) cycling --faults (default pg,broker);
-            reported per --every, then every message checked and the table sizes read
-  all       the standard set, one table
+`
 
+const usageTail = `
 front doors:
   --url and --vs may be https:// URLs; --ca FILE adds a CA (PEM) to the system's for them.
   --token T is sent as "Authorization: Bearer T" on every request to --url, --vs-token T to
@@ -93,6 +77,8 @@ type options struct {
 	lagRate          int      // soak
 	faultEvery       time.Duration
 	faults           []string
+	// The text of --dim, --values and --faults, which the scenario's check resolves.
+	dimList, valueList, faultList string
 
 	set        map[string]bool // flags given on the command line
 	meshTarget *Target         // --mesh, once probed
@@ -127,7 +113,7 @@ func run(args []string) int {
 func parseArgs(args []string) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
+		fmt.Fprint(fs.Output(), usageHead+scenarioHelp()+usageTail)
 		fs.PrintDefaults()
 	}
 	o := &options{set: map[string]bool{}}
@@ -137,35 +123,47 @@ func parseArgs(args []string) (*options, error) {
 	fs.StringVar(&o.token, "token", "", "API key sent as a bearer token to --url (default: $QUEEN_BENCH_TOKEN)")
 	fs.StringVar(&o.vsToken, "vs-token", "", "API key sent as a bearer token to --vs (default: $QUEEN_BENCH_VS_TOKEN)")
 	fs.StringVar(&o.mesh, "mesh", "", "wake: park the pop on this broker and push to --url")
-	fs.StringVar(&o.pg, "pg", "", "PostgreSQL conn string for ceiling when --url is given")
+	fs.StringVar(&o.pg, "pg", "", "ceiling: PostgreSQL conn string, when --url is given")
 	fs.StringVar(&o.jsonPath, "json", "", "write machine-readable results to this file")
 	fs.Var(&o.env, "env", "KEY=VALUE for the broker the bench starts (repeatable)")
-	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per scenario (15s per scenario for all)")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per measurement")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each measurement")
 	fs.IntVar(&o.batch, "batch", 100, "messages per push request / per pop / rows per COPY")
 	fs.IntVar(&o.size, "size", 256, "payload bytes per message")
 	fs.IntVar(&o.partitions, "partitions", 10, "partitions the messages are spread over")
-	fs.IntVar(&o.conns, "conns", 16, "producer connections (ceiling: PostgreSQL connections, default 4; mixed: default 8)")
-	fs.IntVar(&o.consumers, "consumers", 8, "consumers (per group with --groups); streams: runners, default 4")
+	fs.IntVar(&o.conns, "conns", 16, "producer connections (ceiling: PostgreSQL connections)")
+	fs.IntVar(&o.consumers, "consumers", 8, "consumers (per group with --groups; streams: runners)")
 	fs.IntVar(&o.messages, "messages", 200000, "consume, streams: messages pre-filled (fewer by default when --duration is short)")
 	fs.IntVar(&o.groups, "groups", 0, "consume, mixed: consumer groups (0: queue mode)")
 	fs.BoolVar(&o.autoAck, "autoack", false, "consume, mixed: pop with autoAck=true and no ack")
 	fs.IntVar(&o.samples, "samples", 200, "wake: samples; scrape: scrapes")
 	fs.IntVar(&o.queues, "queues", 10000, "scrape: queues created")
-	fs.IntVar(&o.rate, "rate", 0, "mixed: total push rate in msg/s (0: as fast as the broker takes it)")
+	fs.IntVar(&o.rate, "rate", 0, "mixed, soak: total push rate in msg/s (0: as fast as the broker takes it)")
 	fs.DurationVar(&o.every, "every", time.Minute, "outage, soak: reporting interval")
-	dims := fs.String("dim", "", "scale: dimensions, comma-separated (partitions, queues, groups, backlog, brokers; default all)")
-	values := fs.String("values", "", "scale: values of the one --dim, comma-separated (10,1k,100k,5M)")
+	fs.StringVar(&o.dimList, "dim", "", "scale: dimensions, comma-separated (partitions, queues, groups, backlog, brokers; default all)")
+	fs.StringVar(&o.valueList, "values", "", "scale: values of the one --dim, comma-separated (10,1k,100k,5M)")
 	fs.StringVar(&o.charts, "charts", "", "scale: write one SVG chart per dimension into this directory")
 	fs.IntVar(&o.lagRate, "lag-rate", 0, "soak: msg/s the lagging consumer group reads (default half of --rate)")
 	fs.DurationVar(&o.faultEvery, "fault-every", 10*time.Minute, "soak: time between restarts (0: none)")
-	faults := fs.String("faults", "pg,broker", "soak: what each restart restarts, cycled: pg, broker")
+	fs.StringVar(&o.faultList, "faults", "pg,broker", "soak: what each restart restarts, cycled: pg, broker")
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs.Usage()
 		return nil, errors.New("no scenario given")
 	}
 	o.scenario, o.args = args[0], args[1:]
+	sc, ok := findScenario(o.scenario)
+	if !ok {
+		fs.Usage()
+		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
+	}
+	for name, v := range sc.defaults {
+		f := fs.Lookup(name)
+		if err := f.Value.Set(v); err != nil {
+			return nil, fmt.Errorf("scenario %s: default --%s=%s: %w", sc.name, name, v, err)
+		}
+		f.DefValue = v
+	}
 	if err := fs.Parse(o.args); err != nil {
 		return nil, err
 	}
@@ -173,11 +171,10 @@ func parseArgs(args []string) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	switch o.scenario {
-	case "ceiling", "push", "consume", "mixed", "streams", "wake", "outage", "scrape", "scale", "soak", "all":
-	default:
-		fs.Usage()
-		return nil, fmt.Errorf("unknown scenario %q", o.scenario)
+	for _, f := range ownFlags() {
+		if o.set[f] && !slices.Contains(sc.own, f) {
+			return nil, fmt.Errorf("--%s does not apply to %s", f, sc.name)
+		}
 	}
 	for _, v := range []struct {
 		name string
@@ -210,92 +207,15 @@ func parseArgs(args []string) (*options, error) {
 		}
 		o.roots = roots
 	}
-	if o.scenario == "outage" && (o.url != "" || o.vs != "") {
-		return nil, errors.New("outage stops and starts the PostgreSQL behind the broker: it runs only on the broker the bench starts (no --url, no --vs)")
+	if sc.ownBroker != "" && (o.url != "" || o.vs != "") {
+		return nil, fmt.Errorf("%s: it runs only on brokers the bench starts (no --url, no --vs)", sc.ownBroker)
 	}
-	if err := o.parseScaleSoak(*dims, *values, *faults); err != nil {
-		return nil, err
-	}
-	if o.scenario == "all" {
-		for _, f := range []string{"batch", "size", "partitions", "conns", "consumers", "messages", "groups", "autoack", "samples", "queues"} {
-			if o.set[f] {
-				return nil, fmt.Errorf("--%s does not apply to all, which runs the standard set; run the scenario on its own", f)
-			}
-		}
-		if !o.set["duration"] {
-			o.duration = 15 * time.Second
+	if sc.check != nil {
+		if err := sc.check(o); err != nil {
+			return nil, err
 		}
 	}
 	return o, nil
-}
-
-// parseScaleSoak checks and fills the options of scale and soak.
-func (o *options) parseScaleSoak(dims, values, faults string) error {
-	switch o.scenario {
-	case "scale":
-		if o.url != "" || o.vs != "" {
-			return errors.New("scale starts brokers and a PostgreSQL of its own for every point: it runs only on brokers the bench starts (no --url, no --vs)")
-		}
-		if !o.set["duration"] {
-			o.duration = 10 * time.Second
-		}
-		if dims == "" {
-			for _, d := range scaleDims {
-				o.dims = append(o.dims, d.name)
-			}
-		} else {
-			o.dims = strings.Split(dims, ",")
-		}
-		for _, d := range o.dims {
-			if _, ok := findDim(d); !ok {
-				return fmt.Errorf("--dim: unknown dimension %q", d)
-			}
-		}
-		if values != "" {
-			if len(o.dims) != 1 {
-				return errors.New("--values needs exactly one --dim")
-			}
-			v, err := parseValues(values)
-			if err != nil {
-				return fmt.Errorf("--values: %w", err)
-			}
-			for _, n := range v {
-				if n < 1 && o.dims[0] != "backlog" {
-					return fmt.Errorf("--values: %s must be at least 1", o.dims[0])
-				}
-			}
-			o.values = v
-		}
-	case "soak":
-		if o.url != "" || o.vs != "" {
-			return errors.New("soak restarts the broker and its PostgreSQL: it runs only on the broker the bench starts (no --url, no --vs)")
-		}
-		if !o.set["duration"] {
-			o.duration = 30 * time.Minute
-		}
-		if !o.set["rate"] {
-			o.rate = 2000
-		}
-		if o.rate < 1 || o.lagRate < 0 || o.faultEvery < 0 {
-			return errors.New("--rate must be at least 1, --lag-rate and --fault-every cannot be negative")
-		}
-		if o.lagRate == 0 {
-			o.lagRate = max(1, o.rate/2)
-		}
-		for _, f := range strings.Split(faults, ",") {
-			if f != "pg" && f != "broker" {
-				return fmt.Errorf("--faults: %q is neither pg nor broker", f)
-			}
-			o.faults = append(o.faults, f)
-		}
-	default:
-		for _, f := range []string{"dim", "values", "charts", "lag-rate", "fault-every", "faults"} {
-			if o.set[f] {
-				return fmt.Errorf("--%s applies to scale or soak only", f)
-			}
-		}
-	}
-	return nil
 }
 
 // redactKeys is args with the values of --token and --vs-token hidden: the command goes into
@@ -316,21 +236,6 @@ func redactKeys(args []string) []string {
 	return out
 }
 
-// job is one scenario with its parameters, runnable against any target.
-type job struct {
-	name  string
-	label string
-	run   func(ctx context.Context, t *Target) (*Result, error)
-}
-
-// ceilingJob, etc. build the jobs; o's flags override the scenario's defaults where given.
-func (o *options) intOr(name string, v, def int) int {
-	if o.set[name] {
-		return v
-	}
-	return def
-}
-
 // prefillMessages is --messages, or enough for consumers at about perSec msg/s not to run
 // dry; faster ones drain it early, which ends the window and is reported.
 func (o *options) prefillMessages(perSec int) int {
@@ -340,95 +245,6 @@ func (o *options) prefillMessages(perSec int) int {
 	return min(o.messages, max(20000, int(float64(perSec)*(o.warmup+o.duration).Seconds())))
 }
 
-func (o *options) jobs() []job {
-	ceiling := CeilingConfig{Batch: o.batch, Size: o.size, Conns: o.intOr("conns", o.conns, 4), Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
-	push := PushConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Duration: o.duration, Warmup: o.warmup}
-	consume := ConsumeConfig{Messages: o.prefillMessages(10000), Consumers: o.consumers, Batch: o.batch, Groups: o.groups, AutoAck: o.autoAck,
-		Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
-	mixed := MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.intOr("conns", o.conns, 8),
-		Consumers: o.consumers, Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
-	streams := StreamsConfig{Messages: o.prefillMessages(30000), Consumers: o.intOr("consumers", o.consumers, 4), Batch: o.batch,
-		Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
-	wake := WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
-	// The figures of the issue it answers: 8 connections, 10 messages per request.
-	outage := OutageConfig{Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
-		Conns: o.intOr("conns", o.conns, 8), Duration: o.duration, Every: o.every}
-	scrape := ScrapeConfig{Queues: o.queues, Scrapes: o.samples}
-	// The soak's keeping-up consumers are two, its pushes 10 per request: requests enough for
-	// a p99 per minute at 2000 msg/s.
-	soak := SoakConfig{Duration: o.duration, Every: o.every, FaultEvery: o.faultEvery, Faults: o.faults, Rate: o.rate,
-		LagRate: o.lagRate, Batch: o.intOr("batch", o.batch, 10), Size: o.size, Partitions: o.partitions,
-		Conns: o.intOr("conns", o.conns, 4), Consumers: o.intOr("consumers", o.consumers, 2)}
-
-	ceilingJob := func(c CeilingConfig) job {
-		return job{"ceiling", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunCeiling(ctx, t, c) }}
-	}
-	pushJob := func(c PushConfig) job {
-		return job{"push", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunPush(ctx, t, c) }}
-	}
-	consumeJob := func(c ConsumeConfig) job {
-		return job{"consume", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunConsume(ctx, t, c) }}
-	}
-	mixedJob := func(c MixedConfig) job {
-		return job{"mixed", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunMixed(ctx, t, c) }}
-	}
-	wakeJob := func(c WakeConfig) job {
-		return job{"wake", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunWake(ctx, t, c) }}
-	}
-	outageJob := func(c OutageConfig) job {
-		return job{"outage", c.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunOutage(ctx, t, c) }}
-	}
-
-	switch o.scenario {
-	case "ceiling":
-		return []job{ceilingJob(ceiling)}
-	case "push":
-		return []job{pushJob(push)}
-	case "consume":
-		return []job{consumeJob(consume)}
-	case "mixed":
-		return []job{mixedJob(mixed)}
-	case "streams":
-		return []job{{"streams", streams.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunStreams(ctx, t, streams) }}}
-	case "wake":
-		return []job{wakeJob(wake)}
-	case "outage":
-		return []job{outageJob(outage)}
-	case "scrape":
-		return []job{{"scrape", scrape.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunScrape(ctx, t, scrape) }}}
-	case "soak":
-		return []job{{"soak", soak.label(), func(ctx context.Context, t *Target) (*Result, error) { return RunSoakHere(ctx, t, soak) }}}
-	}
-	// all: the issue's standard set. The pre-fills are sized so that consumers at the targets
-	// (22k msg/s pop+ack, 40k autoAck) are measured for most of the window instead of
-	// draining 200k messages in two seconds; a pre-fill of 1000-message pushes is quick.
-	push1 := push
-	push1.Batch, push1.Conns = 1, 64
-	consume.Messages = 400_000
-	autoAck := consume
-	autoAck.AutoAck, autoAck.Messages = true, 800_000
-	fanOut := consume
-	fanOut.Groups, fanOut.Consumers, fanOut.Messages = 4, 2, 200_000
-	// The steady states of the targets: consumers keeping up with 15k msg/s of pushes, and four
-	// groups each keeping up with 5k msg/s (20k delivered).
-	steady := mixed
-	steady.Rate = 15_000
-	fanOutLive := mixed
-	fanOutLive.Groups, fanOutLive.Consumers, fanOutLive.Rate = 4, 2, 5_000
-	return []job{
-		ceilingJob(ceiling),
-		pushJob(push),
-		pushJob(push1),
-		consumeJob(consume),
-		consumeJob(autoAck),
-		mixedJob(mixed),
-		mixedJob(steady),
-		consumeJob(fanOut),
-		mixedJob(fanOutLive),
-		wakeJob(wake),
-	}
-}
-
 // execute sets up the targets, runs the jobs (alternating with --vs), prints the table and
 // writes the JSON.
 func execute(ctx context.Context, o *options) (rep *Report, err error) {
@@ -436,11 +252,9 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	rep = &Report{Started: started, Command: append([]string{"bench", o.scenario}, redactKeys(o.args)...), CPUs: runtime.NumCPU(),
 		LoadAverage: loadAverage()}
 	fmt.Printf("load average at the start: %s\n", rep.LoadAverage)
-	if o.scenario == "scale" {
-		cfg := ScaleConfig{Dims: o.dims, Values: o.values, Batch: o.batch, Size: o.size, Conns: o.conns, Consumers: o.consumers,
-			Duration: o.duration, Warmup: o.warmup, AckRate: scaleAckRate, AutoRate: scaleAutoRate, Env: o.env}
-		rep.Results = runScale(ctx, cfg)
-		rep.Ratios = scaleRatios(rep.Results)
+	sc, _ := findScenario(o.scenario)
+	if sc.run != nil {
+		sc.run(ctx, o, rep)
 		return rep, finishReport(ctx, o, rep)
 	}
 
@@ -483,7 +297,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	}
 
 	var ceiling float64
-	for _, j := range o.jobs() {
+	for _, j := range sc.jobs(o) {
 		if ctx.Err() != nil {
 			break
 		}
@@ -621,7 +435,7 @@ func printLine(r *Result) {
 func compare(j job, a, b []*Result) Comparison {
 	metric := func(r *Result) float64 { return r.MsgPerSec }
 	name := "msg/s"
-	if j.name == "wake" || j.name == "scrape" {
+	if s, _ := findScenario(j.name); s.latency {
 		metric, name = func(r *Result) float64 { return r.Latency.P50 }, "p50 ms"
 	}
 	mean := func(rs []*Result) float64 {

@@ -39,6 +39,19 @@ func (c MixedConfig) label() string {
 	return fmt.Sprintf("mixed push %d×%dB c%d%s + pop%d%s c%d", c.Batch, c.Size, c.Conns, rate, c.Batch, mode, c.Consumers)
 }
 
+var mixedScenario = scenario{
+	name:     "mixed",
+	help:     "push and consume at once on a fresh queue; reports the consumer lag; --rate caps the pushes",
+	own:      []string{"groups", "autoack", "rate"},
+	defaults: map[string]string{"conns": "8"},
+	jobs:     func(o *options) []job { return []job{newJob("mixed", o.mixed(), RunMixed)} },
+}
+
+func (o *options) mixed() MixedConfig {
+	return MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Consumers: o.consumers,
+		Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
+}
+
 // RunMixed pushes and consumes at once, samples the consumer lag (messages queued but not yet
 // delivered, for the slowest group) every second, then stops the producers and consumers,
 // drains the rest (untimed) and checks every group received every message once, in order.

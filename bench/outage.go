@@ -26,6 +26,19 @@ func (c OutageConfig) label() string {
 	return fmt.Sprintf("outage push %d×%dB p%d c%d, PostgreSQL down", c.Batch, c.Size, c.Partitions, c.Conns)
 }
 
+var outageScenario = scenario{
+	name: "outage",
+	help: "push while PostgreSQL is stopped for most of --duration (disk spool), reported per\n--every; then the spool's drain once it is back",
+	own:  []string{"every"},
+	// 8 connections, 10 messages per request: producers of small pushes, the spool's case.
+	defaults:  map[string]string{"batch": "10", "conns": "8"},
+	ownBroker: "outage stops and starts the PostgreSQL behind the broker",
+	jobs: func(o *options) []job {
+		cfg := OutageConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Duration: o.duration, Every: o.every}
+		return []job{newJob("outage", cfg, RunOutage)}
+	},
+}
+
 // OutageInterval is one reporting interval of the outage scenario.
 type OutageInterval struct {
 	From       float64     `json:"fromSeconds"` // since the start of the pushes

@@ -23,6 +23,16 @@ func (c PushConfig) label() string {
 	return fmt.Sprintf("push %d×%dB p%d c%d", c.Batch, c.Size, c.Partitions, c.Conns)
 }
 
+var pushScenario = scenario{
+	name: "push",
+	help: "producers pushing batches to rotating partitions",
+	jobs: func(o *options) []job { return []job{newJob("push", o.push(), RunPush)} },
+}
+
+func (o *options) push() PushConfig {
+	return PushConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Duration: o.duration, Warmup: o.warmup}
+}
+
 // producer pushes one producer's messages. Its sequence numbers are dense from 0, its ledger
 // row is its own.
 type producer struct {

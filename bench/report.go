@@ -276,7 +276,7 @@ type Report struct {
 	Targets        []string     `json:"targets"` // A, then B with --vs
 	Results        []*Result    `json:"results"`
 	Comparisons    []Comparison `json:"comparisons,omitempty"`
-	Ratios         []ScaleRatio `json:"ratios,omitempty"`      // scale: the issue's targets
+	Ratios         []ScaleRatio `json:"ratios,omitempty"`      // scale: the targets of the scale run
 	LoadAverage    string       `json:"loadAverage,omitempty"` // scale, soak: /proc/loadavg at the start
 	Failed         bool         `json:"failed"`
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -50,6 +51,54 @@ func findDim(name string) (scaleDim, bool) {
 		}
 	}
 	return scaleDim{}, false
+}
+
+var scaleScenario = scenario{
+	name:      "scale",
+	help:      "push, pop+ack and autoAck pop as one dimension grows, the others at their smallest:\n--dim partitions,queues,groups,backlog,brokers (default all), --values 10,1k,...\n(one dimension), --duration per operation; fresh brokers and PostgreSQL per point;\n--charts DIR writes one SVG per dimension",
+	own:       []string{"dim", "values", "charts"},
+	defaults:  map[string]string{"duration": "10s"},
+	ownBroker: "scale starts brokers and a PostgreSQL of its own for every point",
+	check:     (*options).checkScale,
+	run: func(ctx context.Context, o *options, rep *Report) {
+		cfg := ScaleConfig{Dims: o.dims, Values: o.values, Batch: o.batch, Size: o.size, Conns: o.conns, Consumers: o.consumers,
+			Duration: o.duration, Warmup: o.warmup, AckRate: scaleAckRate, AutoRate: scaleAutoRate, Env: o.env}
+		rep.Results = runScale(ctx, cfg)
+		rep.Ratios = scaleRatios(rep.Results)
+	},
+}
+
+// checkScale resolves --dim and --values.
+func (o *options) checkScale() error {
+	if o.dimList == "" {
+		for _, d := range scaleDims {
+			o.dims = append(o.dims, d.name)
+		}
+	} else {
+		o.dims = strings.Split(o.dimList, ",")
+	}
+	for _, d := range o.dims {
+		if _, ok := findDim(d); !ok {
+			return fmt.Errorf("--dim: unknown dimension %q", d)
+		}
+	}
+	if o.valueList == "" {
+		return nil
+	}
+	if len(o.dims) != 1 {
+		return errors.New("--values needs exactly one --dim")
+	}
+	v, err := parseValues(o.valueList)
+	if err != nil {
+		return fmt.Errorf("--values: %w", err)
+	}
+	for _, n := range v {
+		if n < 1 && o.dims[0] != "backlog" {
+			return fmt.Errorf("--values: %s must be at least 1", o.dims[0])
+		}
+	}
+	o.values = v
+	return nil
 }
 
 // ScaleConfig is one run of the scale scenario: Dims to measure (all when empty), Values
@@ -263,7 +312,7 @@ func drainAll(ctx context.Context, label string, c *client, queues []string, g *
 	}
 }
 
-// ScaleRatio is one of the issue's targets: an operation's msg/s at one value of a dimension
+// ScaleRatio is one of the targets of the scale run: an operation's msg/s at one value of a dimension
 // over its msg/s at another.
 type ScaleRatio struct {
 	Dimension string   `json:"dimension"`
@@ -275,7 +324,7 @@ type ScaleRatio struct {
 	Met       *bool    `json:"met,omitempty"`
 }
 
-// scaleTargets are the issue's ratios.
+// scaleTargets are the ratios the scale run is held to.
 var scaleTargets = []struct {
 	dim         string
 	ops         []string

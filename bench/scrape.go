@@ -22,6 +22,16 @@ func (c ScrapeConfig) label() string {
 	return fmt.Sprintf("scrape /metrics/prometheus, %d queues", c.Queues)
 }
 
+var scrapeScenario = scenario{
+	name:    "scrape",
+	help:    "time of one /metrics/prometheus scrape with --queues queues (--samples scrapes)",
+	own:     []string{"samples", "queues"},
+	latency: true,
+	jobs: func(o *options) []job {
+		return []job{newJob("scrape", ScrapeConfig{Queues: o.queues, Scrapes: o.samples}, RunScrape)}
+	},
+}
+
 // scrapeTarget is the p99 a scrape of 10,000 queues should stay under.
 const scrapeTarget = 100 * time.Millisecond
 

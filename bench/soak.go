@@ -35,6 +35,36 @@ func (c SoakConfig) label() string {
 		count(int64(c.Rate)), c.Partitions, c.Consumers, count(int64(c.LagRate)), strings.Join(c.Faults, "/"))
 }
 
+var soakScenario = scenario{
+	name: "soak",
+	help: "push at --rate + queue-mode consumers keeping up + a consumer group kept behind at\n--lag-rate (default half), for --duration, with a restart every --fault-every cycling\n--faults (pg, broker); reported per --every, then every message checked and the table\nsizes read",
+	own:  []string{"rate", "lag-rate", "fault-every", "faults", "every"},
+	// Two keeping-up consumers and pushes of 10: requests enough for a p99 per minute at
+	// 2000 msg/s.
+	defaults:  map[string]string{"duration": "30m", "rate": "2000", "batch": "10", "conns": "4", "consumers": "2"},
+	ownBroker: "soak restarts the broker and its PostgreSQL",
+	check: func(o *options) error {
+		if o.rate < 1 || o.lagRate < 0 || o.faultEvery < 0 {
+			return fmt.Errorf("--rate must be at least 1, --lag-rate and --fault-every cannot be negative")
+		}
+		if o.lagRate == 0 {
+			o.lagRate = max(1, o.rate/2)
+		}
+		for _, f := range strings.Split(o.faultList, ",") {
+			if f != "pg" && f != "broker" {
+				return fmt.Errorf("--faults: %q is neither pg nor broker", f)
+			}
+			o.faults = append(o.faults, f)
+		}
+		return nil
+	},
+	jobs: func(o *options) []job {
+		cfg := SoakConfig{Duration: o.duration, Every: o.every, FaultEvery: o.faultEvery, Faults: o.faults, Rate: o.rate,
+			LagRate: o.lagRate, Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Consumers: o.consumers}
+		return []job{newJob("soak", cfg, RunSoakHere)}
+	},
+}
+
 // soakRig is what the soak strikes: the broker and the PostgreSQL behind it.
 type soakRig interface {
 	restartBroker(ctx context.Context) error

@@ -38,6 +38,18 @@ func (c StreamsConfig) label() string {
 	return fmt.Sprintf("streams pop%d+state+cycle c%d p%d", c.Batch, c.Consumers, c.Partitions)
 }
 
+var streamsScenario = scenario{
+	name:     "streams",
+	help:     "stream-query runners over a pre-filled queue: pop, state/get, one cycle per batch\n(window counts, a sink summary, the ack); --consumers runners",
+	own:      []string{"messages"},
+	defaults: map[string]string{"consumers": "4"},
+	jobs: func(o *options) []job {
+		cfg := StreamsConfig{Messages: o.prefillMessages(30000), Consumers: o.consumers, Batch: o.batch,
+			Size: o.size, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
+		return []job{newJob("streams", cfg, RunStreams)}
+	},
+}
+
 // postJSON sends in as a JSON body and decodes the answer into out.
 func (h *conn) postJSON(path string, in, out any) error {
 	body, err := json.Marshal(in)

@@ -23,6 +23,18 @@ func (c WakeConfig) label() string {
 	return "wake (parked pop ← push)"
 }
 
+var wakeScenario = scenario{
+	name:    "wake",
+	help:    "latency from a push's answer to the answer of a parked long-poll pop; --mesh parks\nthe pop on another broker",
+	own:     []string{"samples", "mesh"},
+	latency: true,
+	jobs:    func(o *options) []job { return []job{newJob("wake", o.wake(), RunWake)} },
+}
+
+func (o *options) wake() WakeConfig {
+	return WakeConfig{Samples: o.samples, Size: o.size, Mesh: o.meshTarget}
+}
+
 // wakeWarmup samples open connections and the queue's actor before the measured ones.
 const wakeWarmup = 3
 

@@ -73,140 +73,151 @@ func TestTenancySeparatesSameNamedQueues(t *testing.T) {
 		}
 	}
 
-	// Queue mode: each tenant pops only its own messages, and sees its own queue name.
-	for name, tc := range tenants {
-		p := pop(t, tc, "/api/v1/pop/queue/orders", "batch", "10")
-		if p.Queue != "orders" || len(p.Messages) != 2 {
-			t.Fatalf("%s pop: %s", name, fmtJSON(p))
-		}
-		for _, d := range payloads(p.Messages) {
-			if !strings.Contains(d, `"tenant":"`+name+`"`) {
-				t.Fatalf("%s popped %s", name, d)
+	t.Run("queue mode: each tenant pops only its own messages, and sees its own queue name", func(t *testing.T) {
+		for name, tc := range tenants {
+			p := pop(t, tc, "/api/v1/pop/queue/orders", "batch", "10")
+			if p.Queue != "orders" || len(p.Messages) != 2 {
+				t.Fatalf("%s pop: %s", name, fmtJSON(p))
+			}
+			for _, d := range payloads(p.Messages) {
+				if !strings.Contains(d, `"tenant":"`+name+`"`) {
+					t.Fatalf("%s popped %s", name, d)
+				}
+			}
+			for _, a := range ackAll(t, tc, "", p.Messages) {
+				if !a.Success || str(a.QueueName) != "orders" {
+					t.Fatalf("%s ack: %s", name, fmtJSON(a))
+				}
 			}
 		}
-		for _, a := range ackAll(t, tc, "", p.Messages) {
-			if !a.Success || str(a.QueueName) != "orders" {
-				t.Fatalf("%s ack: %s", name, fmtJSON(a))
-			}
-		}
-	}
 
-	// A consumer group of the same name has a cursor per tenant.
-	g := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true")
-	if len(g.Messages) != 2 || !strings.Contains(string(g.Messages[0].Data), "acme") {
-		t.Fatalf("acme group pop: %s", fmtJSON(g))
-	}
-	if g := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true"); len(g.Messages) != 0 {
-		t.Fatalf("acme group pop again: %s", fmtJSON(g))
-	}
-	g = pop(t, globex, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true")
-	if len(g.Messages) != 2 || !strings.Contains(string(g.Messages[0].Data), "globex") {
-		t.Fatalf("globex group pop after acme's group consumed: %s", fmtJSON(g))
-	}
+	})
 
-	// Listings show each tenant its own queue, under the name it knows.
-	for name, tc := range tenants {
-		if got := queueNames(t, tc); len(got) != 1 || got[0] != "orders" {
-			t.Fatalf("%s queues: %v", name, got)
+	t.Run("a consumer group of the same name has a cursor per tenant", func(t *testing.T) {
+		g := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true")
+		if len(g.Messages) != 2 || !strings.Contains(string(g.Messages[0].Data), "acme") {
+			t.Fatalf("acme group pop: %s", fmtJSON(g))
 		}
-		status, body := tc.Do("GET", "/api/v1/resources/queues/orders", nil)
-		if status != 200 || !strings.Contains(string(body), `"name":"orders"`) {
-			t.Fatalf("%s queue detail: %d %s", name, status, body)
+		if g := pop(t, acme, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true"); len(g.Messages) != 0 {
+			t.Fatalf("acme group pop again: %s", fmtJSON(g))
 		}
-		for _, path := range []string{"/api/v1/consumer-groups", "/api/v1/messages", "/api/v1/consumer-groups/audit"} {
-			status, body := tc.Do("GET", path, nil)
-			if status != 200 {
-				t.Fatalf("%s %s: %d %s", name, path, status, body)
+		g = pop(t, globex, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "audit", "autoAck", "true")
+		if len(g.Messages) != 2 || !strings.Contains(string(g.Messages[0].Data), "globex") {
+			t.Fatalf("globex group pop after acme's group consumed: %s", fmtJSON(g))
+		}
+
+	})
+
+	t.Run("listings show each tenant its own queue, under the name it knows", func(t *testing.T) {
+		for name, tc := range tenants {
+			if got := queueNames(t, tc); len(got) != 1 || got[0] != "orders" {
+				t.Fatalf("%s queues: %v", name, got)
 			}
-			noInternalNames(t, name+" "+path, body)
-		}
-		var groups []struct {
-			Name      string `json:"name"`
-			QueueName string `json:"queueName"`
-		}
-		tc.JSON("GET", "/api/v1/consumer-groups", nil, 200, &groups)
-		for _, gr := range groups {
-			if gr.QueueName != "orders" {
+			status, body := tc.Do("GET", "/api/v1/resources/queues/orders", nil)
+			if status != 200 || !strings.Contains(string(body), `"name":"orders"`) {
+				t.Fatalf("%s queue detail: %d %s", name, status, body)
+			}
+			for _, path := range []string{"/api/v1/consumer-groups", "/api/v1/messages", "/api/v1/consumer-groups/audit"} {
+				status, body := tc.Do("GET", path, nil)
+				if status != 200 {
+					t.Fatalf("%s %s: %d %s", name, path, status, body)
+				}
+				noInternalNames(t, name+" "+path, body)
+			}
+			var groups []struct {
+				Name      string `json:"name"`
+				QueueName string `json:"queueName"`
+			}
+			tc.JSON("GET", "/api/v1/consumer-groups", nil, 200, &groups)
+			for _, gr := range groups {
+				if gr.QueueName != "orders" {
+					t.Fatalf("%s consumer groups: %+v", name, groups)
+				}
+			}
+			if len(groups) != 2 { // __QUEUE_MODE__ and audit, on this tenant's orders only
 				t.Fatalf("%s consumer groups: %+v", name, groups)
 			}
+			var msgs struct {
+				Messages []struct {
+					Queue string `json:"queue"`
+				} `json:"messages"`
+			}
+			tc.JSON("GET", "/api/v1/messages", nil, 200, &msgs)
+			if len(msgs.Messages) != 2 {
+				t.Fatalf("%s messages: %+v", name, msgs)
+			}
 		}
-		if len(groups) != 2 { // __QUEUE_MODE__ and audit, on this tenant's orders only
-			t.Fatalf("%s consumer groups: %+v", name, groups)
+		if got := queueNames(t, c); len(got) != 0 {
+			t.Fatalf("default tenant sees %v", got)
 		}
-		var msgs struct {
-			Messages []struct {
-				Queue string `json:"queue"`
-			} `json:"messages"`
+		if status, body := c.Do("GET", "/api/v1/resources/queues/orders", nil); status != 404 {
+			t.Fatalf("default tenant queue detail: %d %s", status, body)
 		}
-		tc.JSON("GET", "/api/v1/messages", nil, 200, &msgs)
-		if len(msgs.Messages) != 2 {
-			t.Fatalf("%s messages: %+v", name, msgs)
+		if p := pop(t, c, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "fresh"); len(p.Messages) != 0 {
+			t.Fatalf("default tenant popped %s", fmtJSON(p))
 		}
-	}
-	if got := queueNames(t, c); len(got) != 0 {
-		t.Fatalf("default tenant sees %v", got)
-	}
-	if status, body := c.Do("GET", "/api/v1/resources/queues/orders", nil); status != 404 {
-		t.Fatalf("default tenant queue detail: %d %s", status, body)
-	}
-	if p := pop(t, c, "/api/v1/pop/queue/orders", "batch", "10", "consumerGroup", "fresh"); len(p.Messages) != 0 {
-		t.Fatalf("default tenant popped %s", fmtJSON(p))
-	}
 
-	// Parked pops are counted per tenant, labelled with the name the tenant knows.
-	for _, tc := range tenants {
-		createQueue(t, tc, "parked")
-	}
-	var wg sync.WaitGroup
-	got := map[string]popResponse{}
-	var mu sync.Mutex
-	for name, tc := range tenants {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var p popResponse
-			tc.JSON("GET", "/api/v1/pop/queue/parked?wait=true&timeout=20000", nil, 200, &p)
-			mu.Lock()
-			got[name] = p
-			mu.Unlock()
-		}()
-	}
-	gauge := func(tenant string) string {
-		return `queen_queue_parked_consumers{queue="parked",tenant="` + tenant + `"} 1`
-	}
-	waitFor(t, "both tenants' pops parked", func() bool {
-		_, body := c.Do("GET", "/metrics/prometheus", nil)
-		return strings.Contains(string(body), gauge("acme")) && strings.Contains(string(body), gauge("globex"))
 	})
-	_, body := c.Do("GET", "/metrics/prometheus", nil)
-	noInternalNames(t, "/metrics/prometheus", body)
-	for name, tc := range tenants {
-		push(t, tc, item{"queue": "parked", "payload": map[string]any{"tenant": name}})
-	}
-	wg.Wait()
-	for name, p := range got {
-		if len(p.Messages) != 1 || !strings.Contains(string(p.Messages[0].Data), name) {
-			t.Fatalf("%s parked pop: %s", name, fmtJSON(p))
+
+	t.Run("parked pops are counted per tenant, labelled with the name the tenant knows", func(t *testing.T) {
+		for _, tc := range tenants {
+			createQueue(t, tc, "parked")
 		}
-	}
+		var wg sync.WaitGroup
+		got := map[string]popResponse{}
+		var mu sync.Mutex
+		for name, tc := range tenants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var p popResponse
+				tc.JSON("GET", "/api/v1/pop/queue/parked?wait=true&timeout=20000", nil, 200, &p)
+				mu.Lock()
+				got[name] = p
+				mu.Unlock()
+			}()
+		}
+		gauge := func(tenant string) string {
+			return `queen_queue_parked_consumers{queue="parked",tenant="` + tenant + `"} 1`
+		}
+		waitFor(t, "both tenants' pops parked", func() bool {
+			_, body := c.Do("GET", "/metrics/prometheus", nil)
+			return strings.Contains(string(body), gauge("acme")) && strings.Contains(string(body), gauge("globex"))
+		})
+		_, body := c.Do("GET", "/metrics/prometheus", nil)
+		noInternalNames(t, "/metrics/prometheus", body)
+		for name, tc := range tenants {
+			push(t, tc, item{"queue": "parked", "payload": map[string]any{"tenant": name}})
+		}
+		wg.Wait()
+		for name, p := range got {
+			if len(p.Messages) != 1 || !strings.Contains(string(p.Messages[0].Data), name) {
+				t.Fatalf("%s parked pop: %s", name, fmtJSON(p))
+			}
+		}
 
-	// Namespace and task derive from the name the tenant knows; a namespace pop stays in the tenant.
-	push(t, acme, item{"queue": "billing.invoices", "payload": "acme-invoice"})
-	if p := pop(t, globex, "/api/v1/pop", "namespace", "billing"); len(p.Messages) != 0 {
-		t.Fatalf("globex namespace pop: %s", fmtJSON(p))
-	}
-	if p := pop(t, acme, "/api/v1/pop", "namespace", "billing", "task", "invoices"); len(p.Messages) != 1 || p.Queue != "billing.invoices" {
-		t.Fatalf("acme namespace pop: %s", fmtJSON(p))
-	}
+	})
 
-	// A malformed tenant header is refused; a queue name with U+001F always is.
-	status, body := c.WithHeader("x-queen-tenant", "bad tenant!").Do("GET", "/api/v1/resources/queues", nil)
-	if status != 400 || strings.TrimSpace(string(body)) != `{"error":"invalid x-queen-tenant header"}` {
-		t.Fatalf("malformed tenant header: %d %s", status, body)
-	}
-	if status, body := c.Do("POST", "/api/v1/push", map[string]any{"items": []item{{"queue": "acme\x1forders", "payload": 1}}}); status != 400 {
-		t.Fatalf("push to a stored tenant name: %d %s", status, body)
-	}
+	t.Run("namespace and task derive from the name the tenant knows; a namespace pop stays in the tenant", func(t *testing.T) {
+		push(t, acme, item{"queue": "billing.invoices", "payload": "acme-invoice"})
+		if p := pop(t, globex, "/api/v1/pop", "namespace", "billing"); len(p.Messages) != 0 {
+			t.Fatalf("globex namespace pop: %s", fmtJSON(p))
+		}
+		if p := pop(t, acme, "/api/v1/pop", "namespace", "billing", "task", "invoices"); len(p.Messages) != 1 || p.Queue != "billing.invoices" {
+			t.Fatalf("acme namespace pop: %s", fmtJSON(p))
+		}
+
+	})
+
+	t.Run("a malformed tenant header is refused; a queue name with U+001F always is", func(t *testing.T) {
+		status, body := c.WithHeader("x-queen-tenant", "bad tenant!").Do("GET", "/api/v1/resources/queues", nil)
+		if status != 400 || strings.TrimSpace(string(body)) != `{"error":"invalid x-queen-tenant header"}` {
+			t.Fatalf("malformed tenant header: %d %s", status, body)
+		}
+		if status, body := c.Do("POST", "/api/v1/push", map[string]any{"items": []item{{"queue": "acme\x1forders", "payload": 1}}}); status != 400 {
+			t.Fatalf("push to a stored tenant name: %d %s", status, body)
+		}
+	})
 }
 
 // With tenancy off the header is ignored: a push that carries it lands in the plain queue.

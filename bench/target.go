@@ -155,7 +155,7 @@ func (t *Target) logErrors(offset int64) []string {
 	return out
 }
 
-// benchPG is a PostgreSQL the bench runs itself (persistence/localpg), under a broker it
+// benchPG is a PostgreSQL the bench runs itself (pg/localpg), under a broker it
 // points there with PG_HOST: unlike the broker's own, the bench can stop and start it.
 type benchPG struct {
 	dir  string

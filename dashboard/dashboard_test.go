@@ -220,9 +220,14 @@ func TestPagesShowAPushedMessage(t *testing.T) {
 	if got := pop(t, c, "orders.created", "consumerGroup", "billing"); len(got.Messages) != 1 {
 		t.Fatalf("pop for group billing: %+v", got)
 	}
+	// The overview charts the cluster's per-minute statistics: flushed now, they hold the push
+	// and the pop at once.
+	c.JSON("POST", "/api/v1/stats/refresh", nil, 200, nil)
 	p := open(t, c.Base)
 
 	p.goTo("", "figure.chart-box")
+	p.waitText("1 pushed, 1 popped, 0 acknowledged in the last hour")
+	p.run(chromedp.Poll(`document.querySelectorAll('svg.chart path').length === 3`, nil, chromedp.WithPollingInterval(100*time.Millisecond)))
 	p.waitText("Pending messages")
 	p.waitText("this broker")
 	p.waitText("push off")
@@ -260,7 +265,6 @@ func TestPagesShowAPushedMessage(t *testing.T) {
 	p.goTo("maintenance", "#switch-push")
 	p.clean("maintenance")
 
-	// The overview chart needs a few samples; the screenshot is taken once it has them.
 	p.goTo("", "figure.chart-box")
 	p.run(chromedp.Poll(`document.querySelectorAll('svg.chart path').length === 3`, nil, chromedp.WithPollingInterval(100*time.Millisecond)))
 	p.shot("overview")

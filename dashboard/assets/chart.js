@@ -34,7 +34,8 @@ export function lineChart(title, series, points, unit) {
   }
   if (points.length > 1) {
     const secs = Math.round((t1 - t0) / 1000);
-    svg.append(s('text', { x: L, y: H - 8, class: 'tick' }, `${secs} s ago`));
+    const ago = secs >= 120 ? `${Math.round(secs / 60)} min ago` : `${secs} s ago`;
+    svg.append(s('text', { x: L, y: H - 8, class: 'tick' }, ago));
     svg.append(s('text', { x: W - R, y: H - 8, 'text-anchor': 'end', class: 'tick' }, 'now'));
   }
   series.forEach((se, i) => {

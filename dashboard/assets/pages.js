@@ -39,17 +39,22 @@ function heading(title, ...extra) {
 
 // ---------------------------------------------------------------- Overview
 
-// samples of GET /metrics, kept while the dashboard is open so the chart survives navigation.
-const samples = [];
-const maxSamples = 100;
+// The chart draws the cluster's per-minute statistics of the last hour (GET /api/v1/status,
+// every broker's counts): it is full when the page opens and the same on every broker. A
+// minute without a point had no traffic.
+const statusWindowMs = 3600 * 1000;
+const statusRefreshMs = 15000;
 
-function rates() {
+// throughput turns the status points (newest first, minutes without traffic left out) into
+// one point per bucket of the window, oldest first, in messages per second.
+function throughput(st) {
+  const step = (st.bucketMinutes || 1) * 60000;
+  const byTime = new Map(st.throughput.map((p) => [Date.parse(p.timestamp), p]));
+  const to = Date.parse(st.timeRange.to), from = Date.parse(st.timeRange.from);
   const pts = [];
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1], b = samples[i];
-    const dt = (b.t - a.t) / 1000;
-    if (dt <= 0) continue;
-    pts.push({ t: b.t, values: ['push', 'pop', 'ack'].map((k) => Math.max(0, (b[k] - a[k]) / dt)) });
+  for (let t = Math.floor(from / step) * step; t <= to; t += step) {
+    const p = byTime.get(t);
+    pts.push({ t, values: p ? [p.ingestedPerSecond, p.popPerSecond, p.processedPerSecond] : [0, 0, 0] });
   }
   return pts;
 }
@@ -60,6 +65,27 @@ export function overview(root, _p, _q, ctx) {
   const mesh = slot('Brokers');
   root.append(heading('Overview'), chart, figures, h('h2', {}, 'Brokers on the mesh'), mesh);
   ctx.live(async () => {
+    if (!can('read-only')) {
+      chart.show({ needs: true }, () => needs('read-only'));
+      return;
+    }
+    const to = new Date(), from = new Date(to.getTime() - statusWindowMs);
+    try {
+      const st = await get(`/api/v1/status?from=${enc(from.toISOString())}&to=${enc(to.toISOString())}`);
+      const pts = throughput(st);
+      const sum = (k) => st.throughput.reduce((a, p) => a + p[k], 0);
+      const totals = { pushed: sum('ingested'), popped: sum('popMessages'), acked: sum('processed') };
+      chart.show({ pts, totals }, () => h('div', {},
+        lineChart('Messages per second, last hour, all brokers', [
+          { name: 'push', color: '#4f46e5' }, { name: 'pop', color: '#0891b2' }, { name: 'ack', color: '#16a34a' },
+        ], pts, '/s'),
+        h('p', { class: 'muted small', id: 'hour-totals' },
+          `${num(totals.pushed)} pushed, ${num(totals.popped)} popped, ${num(totals.acked)} acknowledged in the last hour`)));
+    } catch (e) {
+      chart.fail(e);
+    }
+  }, statusRefreshMs);
+  ctx.live(async () => {
     const [m, queues, dlq, spool, shared] = await Promise.allSettled([
       get('/metrics'),
       can('read-only') ? get('/api/v1/resources/queues') : Promise.reject(new Error('needs read-only access')),
@@ -67,17 +93,6 @@ export function overview(root, _p, _q, ctx) {
       can('read-only') ? get('/api/v1/status/buffers') : Promise.reject(new Error('needs read-only access')),
       can('admin') ? get('/api/v1/system/shared-state') : Promise.reject(new Error('needs admin access')),
     ]);
-    if (m.status === 'fulfilled' && m.value.messagesByOperation) {
-      const o = m.value.messagesByOperation;
-      samples.push({ t: Date.now(), push: o.push.total, pop: o.pop.total, ack: o.ack.total });
-      if (samples.length > maxSamples) samples.shift();
-    }
-    chart.show({ n: samples.length, last: samples[samples.length - 1], err: m.reason && m.reason.message }, () =>
-      m.status === 'rejected'
-        ? errorBox(new Error('GET /metrics: ' + m.reason.message + ' (with QUEEN_METRICS_BIND_ADDR the metrics are on their own listener)'))
-        : lineChart('Messages per second', [
-          { name: 'push', color: '#4f46e5' }, { name: 'pop', color: '#0891b2' }, { name: 'ack', color: '#16a34a' },
-        ], rates(), '/s'));
     const val = (r, f) => (r.status === 'fulfilled' ? f(r.value) : r.reason.message);
     const data = {
       pending: val(queues, (v) => v.queues.reduce((a, q) => a + q.messages.pending, 0)),

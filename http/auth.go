@@ -49,16 +49,15 @@ func producerSub(ctx *fasthttp.RequestCtx) string {
 }
 
 // standaloneIdentity is what /auth/me answers with JWT off: the dashboard's operator identity
-// when it talks to the broker directly. One synthetic cluster, admin, every view; standalone
-// hides the cluster selector and sign-out.
+// when it talks to the broker directly, every level passed. With it come the reference's
+// fields: one synthetic cluster, admin, every view; standalone hides the cluster selector and
+// sign-out.
 type standaloneIdentity struct {
-	Authenticated bool              `json:"authenticated"`
-	Standalone    bool              `json:"standalone"`
-	AuthMode      string            `json:"authMode"`
-	User          standaloneUser    `json:"user"`
-	Role          string            `json:"role"`
-	Clusters      []standaloneGroup `json:"clusters"`
-	Views         []string          `json:"views"`
+	auth.Me
+	Standalone bool              `json:"standalone"`
+	User       standaloneUser    `json:"user"`
+	Clusters   []standaloneGroup `json:"clusters"`
+	Views      []string          `json:"views"`
 }
 
 type standaloneUser struct {
@@ -90,16 +89,6 @@ type authRequiredJSON struct {
 const proxyNote = "this broker verifies JWT bearer tokens and holds no accounts or sessions; " +
 	"sign-in to the dashboard needs queen_proxy (or another gateway that holds sessions) in front of it"
 
-// tokenIdentity is /auth/me's answer with JWT on to a request carrying a valid bearer token
-// (an addition to the reference, docs/compat.md): the dashboard shows who is signed in and
-// disables what the token's levels do not pass.
-type tokenIdentity struct {
-	Authenticated bool     `json:"authenticated"`
-	AuthMode      string   `json:"authMode"`
-	Subject       string   `json:"subject"`
-	Levels        []string `json:"levels"`
-}
-
 // authMe serves GET /auth/me.
 func (s *Server) authMe(ctx *fasthttp.RequestCtx) error {
 	if s.Auth != nil {
@@ -108,13 +97,10 @@ func (s *Server) authMe(ctx *fasthttp.RequestCtx) error {
 		if h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(h) > 0 {
 			id, err := s.Auth.Authorize(h, auth.Admin)
 			if err == nil || err == auth.ErrForbidden {
-				out := tokenIdentity{Authenticated: true, AuthMode: "jwt", Subject: id.Subject, Levels: []string{}}
-				for _, l := range []auth.Level{auth.ReadOnly, auth.WriteOnly, auth.ReadWrite, auth.Admin} {
-					if auth.Allowed(l, id.Roles) {
-						out.Levels = append(out.Levels, l.String())
-					}
-				}
-				writeJSON(ctx, fasthttp.StatusOK, out)
+				// With JWT on, /auth/me names the token's subject and levels (an addition to
+				// the reference, docs/compat.md).
+				writeJSON(ctx, fasthttp.StatusOK, auth.Me{Authenticated: true, AuthMode: "jwt", Subject: id.Subject,
+					Levels: auth.LevelsPassed(func(l auth.Level) bool { return auth.Allowed(l, id.Roles) })})
 				return nil
 			}
 		}
@@ -124,10 +110,12 @@ func (s *Server) authMe(ctx *fasthttp.RequestCtx) error {
 		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, standaloneIdentity{
-		Authenticated: true, Standalone: true, AuthMode: "none", Role: "admin",
-		User:     standaloneUser{ID: "standalone", Username: "operator", Role: "admin", Operator: true},
-		Clusters: []standaloneGroup{{ID: "local", Name: "local", Role: "admin", URL: "/"}},
-		Views:    standaloneViews,
+		Me: auth.Me{Authenticated: true, AuthMode: "none", Role: "admin",
+			Levels: auth.LevelsPassed(func(auth.Level) bool { return true })},
+		Standalone: true,
+		User:       standaloneUser{ID: "standalone", Username: "operator", Role: "admin", Operator: true},
+		Clusters:   []standaloneGroup{{ID: "local", Name: "local", Role: "admin", URL: "/"}},
+		Views:      standaloneViews,
 	})
 	return nil
 }

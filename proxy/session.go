@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
+	"queen/auth"
 	"queen/proxy/pxdb"
 )
 
@@ -101,8 +102,9 @@ func (p *Proxy) ownRoute(ctx *fasthttp.RequestCtx, method, path, id string) bool
 			writeJSON(ctx, fasthttp.StatusUnauthorized, answer{Code: "session_expired", Error: "the session is not valid; sign in again"})
 			return true
 		}
-		writeJSON(ctx, fasthttp.StatusOK, map[string]any{"authenticated": true, "authMode": "jwt", "subject": s.Subject,
-			"username": s.Subject, "cell": s.Cell, "role": s.Role, "levels": roleLevels(s.Role), "expiresAt": s.ExpiresAt.Time})
+		expires := s.ExpiresAt.Time
+		writeJSON(ctx, fasthttp.StatusOK, auth.Me{Authenticated: true, AuthMode: "jwt", Subject: s.Subject,
+			Username: s.Subject, Cell: s.Cell, Role: s.Role, Levels: roleLevels(s.Role), ExpiresAt: &expires})
 	default:
 		return false
 	}
@@ -114,16 +116,8 @@ func (p *Proxy) ownRoute(ctx *fasthttp.RequestCtx, method, path, id string) bool
 // administration and operating the cell admin.
 func roleLevels(role string) []string {
 	classes, _ := pxdb.RoleClasses(role)
-	levels := []string{}
-	for _, l := range []struct {
-		level string
-		class Class
-	}{{"read-only", Read}, {"write-only", Produce}, {"read-write", Consume}, {"admin", QueueAdmin}} {
-		if grants(classes, l.class) {
-			levels = append(levels, l.level)
-		}
-	}
-	return levels
+	of := map[auth.Level]Class{auth.ReadOnly: Read, auth.WriteOnly: Produce, auth.ReadWrite: Consume, auth.Admin: QueueAdmin}
+	return auth.LevelsPassed(func(l auth.Level) bool { return grants(classes, of[l]) })
 }
 
 // login checks a user's password (a JSON body {username,password} or the sign-in form) and

@@ -132,22 +132,8 @@ type brokerFigures struct {
 }
 
 func (f *brokerFigures) add(p persistence.BrokerPoint) {
-	c, b := &f.BrokerStats, p.BrokerStats
-	c.PushRequests += b.PushRequests
-	c.PushMessages += b.PushMessages
-	c.PopRequests += b.PopRequests
-	c.PopMessages += b.PopMessages
-	c.PopEmpty += b.PopEmpty
-	c.AckRequests += b.AckRequests
-	c.AckMessages += b.AckMessages
-	c.AckFailed += b.AckFailed
-	c.Transactions += b.Transactions
-	c.DLQ += b.DLQ
-	c.DBErrors += b.DBErrors
-	c.LagSumMs += b.LagSumMs
-	c.LagMaxMs = max(c.LagMaxMs, b.LagMaxMs)
-	c.Samples += b.Samples
-	for i, g := range b.Gauges {
+	f.BrokerStats.AddCounters(p.BrokerStats)
+	for i, g := range p.Gauges {
 		if g.Samples == 0 {
 			continue
 		}

@@ -169,7 +169,7 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 	var sum persistence.QueueCounters
 	for _, p := range points {
 		queuePoints[p.Bucket.Unix()] = p.QueueCounters
-		addQueueCounters(&sum, p.QueueCounters)
+		sum.Add(p.QueueCounters)
 	}
 	times := make([]int64, 0, len(byBucket)+len(queuePoints))
 	for t := range byBucket {
@@ -235,22 +235,6 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
-}
-
-// addQueueCounters adds b to a (the largest lag wins).
-func addQueueCounters(a *persistence.QueueCounters, b persistence.QueueCounters) {
-	a.PushRequests += b.PushRequests
-	a.PushMessages += b.PushMessages
-	a.PopRequests += b.PopRequests
-	a.PopMessages += b.PopMessages
-	a.PopEmpty += b.PopEmpty
-	a.AckRequests += b.AckRequests
-	a.AckSuccess += b.AckSuccess
-	a.AckFailed += b.AckFailed
-	a.DLQ += b.DLQ
-	a.Transactions += b.Transactions
-	a.LagSumMs += b.LagSumMs
-	a.LagMaxMs = max(a.LagMaxMs, b.LagMaxMs)
 }
 
 type statusQueuesJSON struct {
@@ -554,7 +538,7 @@ func (s *Server) overview(ctx *fasthttp.RequestCtx) error {
 	out.Lag.Time, out.Lag.Offset = spread(ages), spread(backlogs)
 	var sum persistence.QueueCounters
 	for _, p := range recent {
-		addQueueCounters(&sum, p.QueueCounters)
+		sum.Add(p.QueueCounters)
 	}
 	secs := throughputWindow.Seconds()
 	out.Throughput.IngestedPerSecond = round2(float64(sum.PushMessages) / secs)

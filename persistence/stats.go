@@ -39,25 +39,85 @@ type QueueStats struct {
 	ParkedSum int64 // parked long-polls, summed over the broker's samples
 }
 
-// queueStatsColumns are the counter columns of queen.stats_queues a flush adds to, in the
-// order of QueueStats.counters; lag_max_ms is merged apart (the largest wins).
-var queueStatsColumns = []string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
-	"ack_requests", "ack_success", "ack_failed", "dlq", "transactions", "lag_sum_ms", "parked_sum"}
+// counter is one counter of the statistics: its column in queen.stats_queues or
+// queen.stats_brokers, and its field. The tables below are the only lists of the counters:
+// the flushes' columns and values, the reads' sums and scan targets, and the additions are
+// made from them, so adding a counter is a field, a line here and a migration.
+type counter[T any] struct {
+	column string
+	of     func(*T) *int64
+}
+
+// queueCounters are QueueCounters' counters that add up (LagMaxMs is merged apart: the
+// largest wins).
+var queueCounters = []counter[QueueCounters]{
+	{"push_requests", func(c *QueueCounters) *int64 { return &c.PushRequests }},
+	{"push_messages", func(c *QueueCounters) *int64 { return &c.PushMessages }},
+	{"pop_requests", func(c *QueueCounters) *int64 { return &c.PopRequests }},
+	{"pop_messages", func(c *QueueCounters) *int64 { return &c.PopMessages }},
+	{"pop_empty", func(c *QueueCounters) *int64 { return &c.PopEmpty }},
+	{"ack_requests", func(c *QueueCounters) *int64 { return &c.AckRequests }},
+	{"ack_success", func(c *QueueCounters) *int64 { return &c.AckSuccess }},
+	{"ack_failed", func(c *QueueCounters) *int64 { return &c.AckFailed }},
+	{"dlq", func(c *QueueCounters) *int64 { return &c.DLQ }},
+	{"transactions", func(c *QueueCounters) *int64 { return &c.Transactions }},
+	{"lag_sum_ms", func(c *QueueCounters) *int64 { return &c.LagSumMs }},
+}
+
+// columns are the columns of a counter table, in its order.
+func columns[T any](table []counter[T]) []string {
+	out := make([]string, len(table))
+	for i, c := range table {
+		out[i] = c.column
+	}
+	return out
+}
+
+// values are the counters of v, in the order of table.
+func values[T any](table []counter[T], v *T) []int64 {
+	out := make([]int64, len(table))
+	for i, c := range table {
+		out[i] = *c.of(v)
+	}
+	return out
+}
+
+// targets are scan targets of the counters of v, in the order of table.
+func targets[T any](table []counter[T], v *T) []any {
+	out := make([]any, len(table))
+	for i, c := range table {
+		out[i] = c.of(v)
+	}
+	return out
+}
+
+// parkedColumn is the queue statistic that is not a counter: parked long-polls summed over
+// the samples, a gauge.
+const parkedColumn = "parked_sum"
+
+// queueStatsColumns are the columns of queen.stats_queues a flush adds to, in the order of
+// QueueStats.counters.
+var queueStatsColumns = append(columns(queueCounters), parkedColumn)
 
 func (q QueueStats) counters() []int64 {
-	return append(q.QueueCounters.sums(), q.ParkedSum)
+	return append(values(queueCounters, &q.QueueCounters), q.ParkedSum)
 }
 
-// sums are the counters that add up, in the order of queueStatsColumns.
-func (c *QueueCounters) sums() []int64 {
-	return []int64{c.PushRequests, c.PushMessages, c.PopRequests, c.PopMessages, c.PopEmpty,
-		c.AckRequests, c.AckSuccess, c.AckFailed, c.DLQ, c.Transactions, c.LagSumMs}
+// Add adds o's counters to c; the larger lag wins.
+func (c *QueueCounters) Add(o QueueCounters) {
+	for _, f := range queueCounters {
+		*f.of(c) += *f.of(&o)
+	}
+	c.LagMaxMs = max(c.LagMaxMs, o.LagMaxMs)
 }
 
-// sumTargets are scan targets of sums, in the same order.
-func (c *QueueCounters) sumTargets() []any {
-	return []any{&c.PushRequests, &c.PushMessages, &c.PopRequests, &c.PopMessages, &c.PopEmpty,
-		&c.AckRequests, &c.AckSuccess, &c.AckFailed, &c.DLQ, &c.Transactions, &c.LagSumMs}
+// Since are the counters counted between prev and c (both counted since the same start); the
+// largest lag is c's.
+func (c QueueCounters) Since(prev QueueCounters) QueueCounters {
+	for _, f := range queueCounters {
+		*f.of(&c) -= *f.of(&prev)
+	}
+	return c
 }
 
 // Gauge is a figure sampled several times between two flushes.
@@ -117,14 +177,31 @@ type BrokerStats struct {
 	Gauges                                                           [NGauges]Gauge
 }
 
-// brokerStatsColumns are the counter columns of queen.stats_brokers a flush adds to, in the
-// order of BrokerStats.counters.
-var brokerStatsColumns = []string{"push_requests", "push_messages", "pop_requests", "pop_messages", "pop_empty",
-	"ack_requests", "ack_messages", "ack_failed", "transactions", "dlq", "db_errors", "lag_sum_ms"}
+// brokerCounters are BrokerStats' counters that add up, the columns of queen.stats_brokers a
+// flush adds to.
+var brokerCounters = []counter[BrokerStats]{
+	{"push_requests", func(b *BrokerStats) *int64 { return &b.PushRequests }},
+	{"push_messages", func(b *BrokerStats) *int64 { return &b.PushMessages }},
+	{"pop_requests", func(b *BrokerStats) *int64 { return &b.PopRequests }},
+	{"pop_messages", func(b *BrokerStats) *int64 { return &b.PopMessages }},
+	{"pop_empty", func(b *BrokerStats) *int64 { return &b.PopEmpty }},
+	{"ack_requests", func(b *BrokerStats) *int64 { return &b.AckRequests }},
+	{"ack_messages", func(b *BrokerStats) *int64 { return &b.AckMessages }},
+	{"ack_failed", func(b *BrokerStats) *int64 { return &b.AckFailed }},
+	{"transactions", func(b *BrokerStats) *int64 { return &b.Transactions }},
+	{"dlq", func(b *BrokerStats) *int64 { return &b.DLQ }},
+	{"db_errors", func(b *BrokerStats) *int64 { return &b.DBErrors }},
+	{"lag_sum_ms", func(b *BrokerStats) *int64 { return &b.LagSumMs }},
+}
 
-func (b BrokerStats) counters() []int64 {
-	return []int64{b.PushRequests, b.PushMessages, b.PopRequests, b.PopMessages, b.PopEmpty,
-		b.AckRequests, b.AckMessages, b.AckFailed, b.Transactions, b.DLQ, b.DBErrors, b.LagSumMs}
+// AddCounters adds o's counters and samples to b; the larger lag wins. The gauges are left
+// alone: merging them is the reader's choice (a mean of means, the extremes).
+func (b *BrokerStats) AddCounters(o BrokerStats) {
+	for _, f := range brokerCounters {
+		*f.of(b) += *f.of(&o)
+	}
+	b.LagMaxMs = max(b.LagMaxMs, o.LagMaxMs)
+	b.Samples += o.Samples
 }
 
 // StatsFlush is one broker's flush into one minute.
@@ -140,10 +217,10 @@ type StatsFlush struct {
 // brokerUpsert adds a flush to its broker row: counters and gauge sums add up, the smallest
 // and largest samples are kept, the last sample replaces the previous one.
 var brokerUpsert = func() string {
-	cols := append([]string{"bucket", "server_id", "port", "samples", "lag_max_ms"}, brokerStatsColumns...)
+	cols := append([]string{"bucket", "server_id", "port", "samples", "lag_max_ms"}, columns(brokerCounters)...)
 	sets := []string{"port = EXCLUDED.port", "updated_at = now()", "samples = s.samples + EXCLUDED.samples",
 		"lag_max_ms = GREATEST(s.lag_max_ms, EXCLUDED.lag_max_ms)"}
-	for _, c := range brokerStatsColumns {
+	for _, c := range columns(brokerCounters) {
 		sets = append(sets, c+" = s."+c+" + EXCLUDED."+c)
 	}
 	for _, g := range brokerGaugeColumns {
@@ -206,7 +283,7 @@ func (s *Store) FlushStats(ctx context.Context, f StatsFlush) (FlushedStats, err
 	out := FlushedStats{Exist: map[QueueName]bool{}}
 	b := f.Broker
 	args := []any{f.Bucket, f.ServerID, f.Port, b.Samples, b.LagMaxMs}
-	for _, v := range b.counters() {
+	for _, v := range values(brokerCounters, &b) {
 		args = append(args, v)
 	}
 	for _, g := range b.Gauges {

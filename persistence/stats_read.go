@@ -68,14 +68,14 @@ func (s *Store) QueueSeries(ctx context.Context, f StatsFilter, byQueue bool) ([
 		key, join, name = ", queue_id", " AND c.queue_id = b.queue_id", "q.name"
 	}
 	sums := make([]string, 0, len(queueStatsColumns))
-	for _, c := range queueStatsColumns[:len(queueStatsColumns)-1] { // parked_sum is a gauge
+	for _, c := range columns(queueCounters) {
 		sums = append(sums, "sum("+c+")::int8 AS "+c)
 	}
 	cleanup := "sum(partitions_deleted)::int8 AS partitions_deleted, sum(retention_messages)::int8 AS retention_messages, " +
 		"sum(completed_messages)::int8 AS completed_messages, sum(eviction_messages)::int8 AS eviction_messages, " +
 		"sum(cleanup_events)::int8 AS cleanup_events"
 	out := make([]string, 0, len(sums))
-	for _, c := range queueStatsColumns[:len(queueStatsColumns)-1] {
+	for _, c := range columns(queueCounters) {
 		out = append(out, "COALESCE(b."+c+", 0)")
 	}
 	sql := `
@@ -112,7 +112,7 @@ func (s *Store) QueueSeries(ctx context.Context, f StatsFilter, byQueue bool) ([
 	}
 	points, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueuePoint, error) {
 		var p QueuePoint
-		targets := append([]any{&p.Bucket, &p.Queue}, p.sumTargets()...)
+		targets := append([]any{&p.Bucket, &p.Queue}, targets(queueCounters, &p.QueueCounters)...)
 		targets = append(targets, &p.LagMaxMs, &p.Parked, &p.Partitions, &p.PartitionsCreated, &p.PartitionsDeleted,
 			&p.Retention, &p.Completed, &p.Evicted, &p.CleanupEvents)
 		err := row.Scan(targets...)
@@ -168,17 +168,11 @@ type BrokerPoint struct {
 	BrokerStats
 }
 
-// sumTargets are scan targets of the counters, in the order of brokerStatsColumns.
-func (b *BrokerStats) sumTargets() []any {
-	return []any{&b.PushRequests, &b.PushMessages, &b.PopRequests, &b.PopMessages, &b.PopEmpty,
-		&b.AckRequests, &b.AckMessages, &b.AckFailed, &b.Transactions, &b.DLQ, &b.DBErrors, &b.LagSumMs}
-}
-
 // BrokerSeries reads the brokers' points between from and to, oldest first, then by server id;
 // serverID "" reads every broker.
 func (s *Store) BrokerSeries(ctx context.Context, from, to time.Time, bucket time.Duration, serverID string) ([]BrokerPoint, error) {
-	cols := make([]string, 0, len(brokerStatsColumns)+4*int(NGauges))
-	for _, c := range brokerStatsColumns {
+	cols := make([]string, 0, len(brokerCounters)+4*int(NGauges))
+	for _, c := range columns(brokerCounters) {
 		cols = append(cols, "sum("+c+")::int8")
 	}
 	for _, g := range brokerGaugeColumns {
@@ -198,7 +192,7 @@ func (s *Store) BrokerSeries(ctx context.Context, from, to time.Time, bucket tim
 	points, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BrokerPoint, error) {
 		var p BrokerPoint
 		var gauges [NGauges][3]*float64
-		targets := append([]any{&p.Bucket, &p.ServerID, &p.Port, &p.LastSeen, &p.Samples, &p.LagMaxMs}, p.sumTargets()...)
+		targets := append([]any{&p.Bucket, &p.ServerID, &p.Port, &p.LastSeen, &p.Samples, &p.LagMaxMs}, targets(brokerCounters, &p.BrokerStats)...)
 		for i := range gauges {
 			targets = append(targets, &p.Gauges[i].Sum, &gauges[i][0], &gauges[i][1], &gauges[i][2])
 		}

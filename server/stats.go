@@ -23,7 +23,7 @@ type stats struct {
 	// since starts the window not flushed yet; the counters below are as they were then.
 	since  time.Time
 	totals map[string]int64
-	queues map[*telemetry.QueueCounts]queueMark // by pointer: a forgotten queue starts over
+	queues map[*telemetry.QueueCounts]persistence.QueueCounters // by pointer: a forgotten queue starts over
 	// lagMax holds the largest lags taken from the counts by flushes that failed.
 	lagMax map[*telemetry.QueueCounts]int64
 
@@ -36,32 +36,21 @@ type stats struct {
 	cpuUser, cpuSys time.Duration
 }
 
-// queueMark is a queue's counters at one time, in the order of persistence.QueueCounters' sums.
-type queueMark [11]int64
-
-func markOf(c *telemetry.QueueCounts) queueMark {
-	return queueMark{c.PushRequests.Load(), c.Pushed.Load(), c.PopRequests.Load(), c.Popped.Load(),
-		c.PopEmpty.Load(), c.AckRequests.Load(), c.Acked.Load(), c.AckFailed.Load(), c.DeadLettered.Load(),
-		c.Transactions.Load(), c.LagSumMs.Load()}
-}
-
-// counters are the counts between prev and m.
-func (m queueMark) counters(prev queueMark) persistence.QueueCounters {
-	var d queueMark
-	for i := range m {
-		d[i] = m[i] - prev[i]
-	}
-	// Acked counts every applied acknowledgement; the statistics split them by outcome.
-	return persistence.QueueCounters{PushRequests: d[0], PushMessages: d[1], PopRequests: d[2], PopMessages: d[3],
-		PopEmpty: d[4], AckRequests: d[5], AckSuccess: d[6] - d[7], AckFailed: d[7], DLQ: d[8], Transactions: d[9],
-		LagSumMs: d[10]}
+// countersOf are a queue's counters now, as the statistics keep them: the broker counts every
+// applied acknowledgement and the failed ones among them; the statistics split them by outcome.
+func countersOf(c *telemetry.QueueCounts) persistence.QueueCounters {
+	acked, failed := c.Acked.Load(), c.AckFailed.Load()
+	return persistence.QueueCounters{PushRequests: c.PushRequests.Load(), PushMessages: c.Pushed.Load(),
+		PopRequests: c.PopRequests.Load(), PopMessages: c.Popped.Load(), PopEmpty: c.PopEmpty.Load(),
+		AckRequests: c.AckRequests.Load(), AckSuccess: acked - failed, AckFailed: failed, DLQ: c.DeadLettered.Load(),
+		Transactions: c.Transactions.Load(), LagSumMs: c.LagSumMs.Load()}
 }
 
 func newStats(cfg config.Config, tel *telemetry.Broker, store *persistence.Store, act *actors.System) *stats {
 	p := telemetry.ReadProcess()
 	now := time.Now()
 	return &stats{cfg: cfg, tel: tel, store: store, act: act, since: now, totals: tel.Totals(),
-		queues: map[*telemetry.QueueCounts]queueMark{}, lagMax: map[*telemetry.QueueCounts]int64{},
+		queues: map[*telemetry.QueueCounts]persistence.QueueCounters{}, lagMax: map[*telemetry.QueueCounts]int64{},
 		parked: map[persistence.QueueName]int64{}, sampledAt: now, cpuUser: p.CPUUser, cpuSys: p.CPUSystem}
 }
 
@@ -94,14 +83,14 @@ func (s *stats) flush(ctx context.Context) (persistence.FlushedStats, int, error
 	s.sample()
 	now := time.Now()
 	counts, totals := s.tel.QueueCounts(), s.tel.Totals()
-	marks := make(map[*telemetry.QueueCounts]queueMark, len(counts))
+	marks := make(map[*telemetry.QueueCounts]persistence.QueueCounters, len(counts))
 	f := persistence.StatsFlush{ServerID: s.cfg.ServerID, Port: s.cfg.Port,
 		Bucket: s.since.Add(now.Sub(s.since) / 2).Truncate(time.Minute)}
 	b := &f.Broker
 	for name, c := range counts {
-		marks[c] = markOf(c)
+		marks[c] = countersOf(c)
 		s.lagMax[c] = max(s.lagMax[c], c.TakeLagMax())
-		q := persistence.QueueStats{Queue: name, QueueCounters: marks[c].counters(s.queues[c]), ParkedSum: s.parked[name]}
+		q := persistence.QueueStats{Queue: name, QueueCounters: marks[c].Since(s.queues[c]), ParkedSum: s.parked[name]}
 		q.LagMaxMs = s.lagMax[c]
 		f.Queues = append(f.Queues, q)
 		b.AckFailed += q.AckFailed

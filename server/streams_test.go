@@ -992,7 +992,7 @@ func TestStreamStateReadWaitsForACycleInFlight(t *testing.T) {
 		return func() bool {
 			var n int
 			err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE wait_event_type = 'Lock' AND wait_event = $1`, event).Scan(&n)
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = $1`, event).Scan(&n)
 			return err == nil && n > 0
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"queen/persistence"
+	"queen/stats"
 )
 
 // bucketTimeFormat renders the points of a series as the reference does: UTC, seconds, Z.
@@ -24,31 +25,9 @@ const bucketTimeFormat = "2006-01-02T15:04:05Z"
 
 func bucketTime(t time.Time) string { return t.UTC().Format(bucketTimeFormat) }
 
-// bucketWidth is the reference's width of a point for a window: 1 minute up to an hour, 5 up
-// to 6 hours, 15 up to a day, an hour up to a week, 6 hours beyond.
-func bucketWidth(span time.Duration) time.Duration {
-	switch {
-	case span <= time.Hour:
-		return time.Minute
-	case span <= 6*time.Hour:
-		return 5 * time.Minute
-	case span <= 24*time.Hour:
-		return 15 * time.Minute
-	case span <= 7*24*time.Hour:
-		return time.Hour
-	}
-	return 6 * time.Hour
-}
-
-// statsWindow is the window of a statistics route.
-type statsWindow struct {
-	from, to time.Time
-	width    time.Duration
-}
-
 // windowParams reads from and to (RFC 3339): to defaults to now, from to span before to.
-func windowParams(args *fasthttp.Args, span time.Duration) (statsWindow, error) {
-	var w statsWindow
+func windowParams(args *fasthttp.Args, span time.Duration) (stats.Window, error) {
+	var w stats.Window
 	from, err := timeParam(args, "from")
 	if err != nil {
 		return w, err
@@ -57,19 +36,18 @@ func windowParams(args *fasthttp.Args, span time.Duration) (statsWindow, error) 
 	if err != nil {
 		return w, err
 	}
-	w.to = time.Now()
+	end := time.Now()
 	if to != nil {
-		w.to = *to
+		end = *to
 	}
-	w.from = w.to.Add(-span)
+	start := end.Add(-span)
 	if from != nil {
-		w.from = *from
+		start = *from
 	}
-	if w.from.After(w.to) {
+	if start.After(end) {
 		return w, badf("from must not be after to")
 	}
-	w.width = bucketWidth(w.to.Sub(w.from))
-	return w, nil
+	return stats.NewWindow(start, end), nil
 }
 
 type timeRangeJSON struct {
@@ -77,24 +55,17 @@ type timeRangeJSON struct {
 	To   string `json:"to"`
 }
 
-func (w statsWindow) timeRange() timeRangeJSON {
-	return timeRangeJSON{From: msTime(w.from), To: msTime(w.to)}
+func timeRange(w stats.Window) timeRangeJSON {
+	return timeRangeJSON{From: msTime(w.From), To: msTime(w.To)}
 }
-
-func (w statsWindow) bucketMinutes() int { return int(w.width / time.Minute) }
-
-// perSecond is n over the width of a point, rounded to hundredths.
-func (w statsWindow) perSecond(n int64) float64 { return round2(float64(n) / w.width.Seconds()) }
-
-func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 // statsFilter is the selection of queues of a statistics route: the caller's tenant, and the
 // queue, namespace and task parameters (empty matches any).
-func (s *Server) statsFilter(ctx *fasthttp.RequestCtx, w statsWindow) (persistence.StatsFilter, error) {
+func (s *Server) statsFilter(ctx *fasthttp.RequestCtx, w stats.Window) (persistence.StatsFilter, error) {
 	args := ctx.QueryArgs()
 	scope := s.scope(ctx)
 	f := persistence.StatsFilter{Scope: scope, Namespace: string(args.Peek("namespace")), Task: string(args.Peek("task")),
-		From: w.from, To: w.to, Bucket: w.width}
+		From: w.From, To: w.To, Bucket: w.Width}
 	if name := string(args.Peek("queue")); name != "" {
 		q, err := queueName(scope, name, "queue")
 		if err != nil {
@@ -103,74 +74,6 @@ func (s *Server) statsFilter(ctx *fasthttp.RequestCtx, w statsWindow) (persisten
 		f.Queue = q
 	}
 	return f, nil
-}
-
-// avgLag is the mean age of the messages a point's pops delivered, nil when it has none.
-func avgLag(c persistence.QueueCounters) *int64 {
-	if c.PopMessages == 0 {
-		return nil
-	}
-	v := c.LagSumMs / c.PopMessages
-	return &v
-}
-
-// maxLag is the largest of them, nil when the point has no pop.
-func maxLag(c persistence.QueueCounters) *int64 {
-	if c.PopMessages == 0 {
-		return nil
-	}
-	return &c.LagMaxMs
-}
-
-// brokerFigures are the brokers' figures of one point, merged over the brokers.
-type brokerFigures struct {
-	persistence.BrokerStats // counters summed over the brokers
-	// means sums each broker's mean of a gauge over the brokers that sampled it.
-	means, meanOf [persistence.NGauges]float64
-	minOf         [persistence.NGauges]*float64
-	maxOf         [persistence.NGauges]*float64
-}
-
-func (f *brokerFigures) add(p persistence.BrokerPoint) {
-	f.BrokerStats.AddCounters(p.BrokerStats)
-	for i, g := range p.Gauges {
-		if g.Samples == 0 {
-			continue
-		}
-		f.means[i] += g.Sum / float64(g.Samples)
-		f.meanOf[i]++
-		if f.minOf[i] == nil || g.Min < *f.minOf[i] {
-			f.minOf[i] = &g.Min
-		}
-		if f.maxOf[i] == nil || g.Max > *f.maxOf[i] {
-			f.maxOf[i] = &g.Max
-		}
-	}
-}
-
-// mean is the mean over the brokers of their mean of gauge g, scaled and rounded to places
-// decimals; nil when no broker sampled it.
-func (f *brokerFigures) mean(g persistence.BrokerGauge, scale float64, places int) *float64 {
-	if f.meanOf[g] == 0 {
-		return nil
-	}
-	p := math.Pow(10, float64(places))
-	v := math.Round(f.means[g]/f.meanOf[g]*scale*p) / p
-	return &v
-}
-
-// brokerBuckets merges the brokers' points of each bucket, by its Unix time.
-func brokerBuckets(points []persistence.BrokerPoint) map[int64]*brokerFigures {
-	out := map[int64]*brokerFigures{}
-	for _, p := range points {
-		f := out[p.Bucket.Unix()]
-		if f == nil {
-			f = &brokerFigures{}
-			out[p.Bucket.Unix()] = f
-		}
-		f.add(p)
-	}
-	return out
 }
 
 // broker is one broker as the dashboard names it: hostname is its QUEEN_SERVER_ID, and it has
@@ -194,28 +97,8 @@ func workerParams(args *fasthttp.Args) (serverID string, ok bool, err error) {
 	return serverID, true, nil
 }
 
-// workers merges the brokers' points by broker, in server id order.
-func workers(points []persistence.BrokerPoint) ([]string, map[string]*brokerFigures, map[string]time.Time) {
-	figures, seen := map[string]*brokerFigures{}, map[string]time.Time{}
-	var ids []string
-	for _, p := range points {
-		f := figures[p.ServerID]
-		if f == nil {
-			f = &brokerFigures{}
-			figures[p.ServerID] = f
-			ids = append(ids, p.ServerID)
-		}
-		f.add(p)
-		if p.LastSeen.After(seen[p.ServerID]) {
-			seen[p.ServerID] = p.LastSeen
-		}
-	}
-	slices.Sort(ids)
-	return ids, figures, seen
-}
-
 // recentWorkers reads the brokers' figures of the last span, by broker.
-func (s *Server) recentWorkers(ctx *fasthttp.RequestCtx, span time.Duration, serverID string) ([]string, map[string]*brokerFigures, map[string]time.Time, error) {
+func (s *Server) recentWorkers(ctx *fasthttp.RequestCtx, span time.Duration, serverID string) ([]string, map[string]*stats.BrokerFigures, map[string]time.Time, error) {
 	c, cancel := s.dbContext()
 	defer cancel()
 	now := time.Now()
@@ -223,7 +106,7 @@ func (s *Server) recentWorkers(ctx *fasthttp.RequestCtx, span time.Duration, ser
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ids, figures, seen := workers(points)
+	ids, figures, seen := stats.ByBroker(points)
 	return ids, figures, seen, nil
 }
 
@@ -260,7 +143,7 @@ type queueOpsJSON struct {
 }
 
 // statsQuery reads the window (span by default) and the queue filter of a statistics route.
-func (s *Server) statsQuery(ctx *fasthttp.RequestCtx, span time.Duration) (statsWindow, persistence.StatsFilter, error) {
+func (s *Server) statsQuery(ctx *fasthttp.RequestCtx, span time.Duration) (stats.Window, persistence.StatsFilter, error) {
 	w, err := windowParams(ctx.QueryArgs(), span)
 	if err != nil {
 		return w, persistence.StatsFilter{}, err
@@ -271,7 +154,7 @@ func (s *Server) statsQuery(ctx *fasthttp.RequestCtx, span time.Duration) (stats
 
 // queueSeries reads the points of the route's queues by queue (byQueue) or summed, with the
 // window and filter it read them for.
-func (s *Server) queueSeries(ctx *fasthttp.RequestCtx, span time.Duration, byQueue bool) (statsWindow, persistence.StatsFilter, []persistence.QueuePoint, error) {
+func (s *Server) queueSeries(ctx *fasthttp.RequestCtx, span time.Duration, byQueue bool) (stats.Window, persistence.StatsFilter, []persistence.QueuePoint, error) {
 	w, f, err := s.statsQuery(ctx, span)
 	if err != nil {
 		return w, f, nil, err
@@ -288,16 +171,16 @@ func (s *Server) queueOps(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	out := queueOpsJSON{BucketMinutes: w.bucketMinutes(), Queues: []string{}, Series: make([]queueOpsPointJSON, len(points)),
-		TimeRange: w.timeRange()}
+	out := queueOpsJSON{BucketMinutes: w.BucketMinutes(), Queues: []string{}, Series: make([]queueOpsPointJSON, len(points)),
+		TimeRange: timeRange(w)}
 	for i, p := range points {
 		out.Series[i] = queueOpsPointJSON{
-			AckFailed: p.AckFailed, AckPerSecond: w.perSecond(p.AckSuccess + p.AckFailed), AckRequests: p.AckRequests,
-			AckSuccess: p.AckSuccess, AvgLagMs: avgLag(p.QueueCounters), Bucket: bucketTime(p.Bucket),
-			EmptyPerSecond: w.perSecond(p.PopEmpty), MaxLagMs: maxLag(p.QueueCounters), ParkedCount: round2(p.Parked),
+			AckFailed: p.AckFailed, AckPerSecond: w.PerSecond(p.AckSuccess + p.AckFailed), AckRequests: p.AckRequests,
+			AckSuccess: p.AckSuccess, AvgLagMs: stats.AvgLag(p.QueueCounters), Bucket: bucketTime(p.Bucket),
+			EmptyPerSecond: w.PerSecond(p.PopEmpty), MaxLagMs: stats.MaxLag(p.QueueCounters), ParkedCount: stats.Round2(p.Parked),
 			PartitionCount: p.Partitions, PartitionsCreated: p.PartitionsCreated, PartitionsDeleted: p.PartitionsDeleted,
-			PopEmpty: p.PopEmpty, PopMessages: p.PopMessages, PopPerSecond: w.perSecond(p.PopMessages),
-			PushMessages: p.PushMessages, PushPerSecond: w.perSecond(p.PushMessages), PushRequests: p.PushRequests,
+			PopEmpty: p.PopEmpty, PopMessages: p.PopMessages, PopPerSecond: w.PerSecond(p.PopMessages),
+			PushMessages: p.PushMessages, PushPerSecond: w.PerSecond(p.PushMessages), PushRequests: p.PushRequests,
 			QueueName: p.Queue.Name, Transactions: p.Transactions,
 		}
 		if !slices.Contains(out.Queues, p.Queue.Name) {
@@ -327,8 +210,8 @@ func (s *Server) queueLag(ctx *fasthttp.RequestCtx) error {
 	out := []queueLagJSON{}
 	for _, p := range slices.Backward(points) {
 		if p.PopMessages > 0 {
-			out = append(out, queueLagJSON{AvgLagMs: avgLag(p.QueueCounters), BucketTime: bucketTime(p.Bucket),
-				MaxLagMs: maxLag(p.QueueCounters), PopCount: p.PopMessages, QueueName: p.Queue.Name})
+			out = append(out, queueLagJSON{AvgLagMs: stats.AvgLag(p.QueueCounters), BucketTime: bucketTime(p.Bucket),
+				MaxLagMs: stats.MaxLag(p.QueueCounters), PopCount: p.PopMessages, QueueName: p.Queue.Name})
 		}
 	}
 	// Newest first, queues of one point by name.
@@ -367,10 +250,10 @@ func (s *Server) queueParkedReplicas(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	out := parkedJSON{BucketMinutes: w.bucketMinutes(), Replicas: []brokerJSON{}, Series: make([]parkedPointJSON, len(points)),
-		TimeRange: w.timeRange()}
+	out := parkedJSON{BucketMinutes: w.BucketMinutes(), Replicas: []brokerJSON{}, Series: make([]parkedPointJSON, len(points)),
+		TimeRange: timeRange(w)}
 	for i, p := range points {
-		out.Series[i] = parkedPointJSON{Bucket: bucketTime(p.Bucket), Hostname: p.ServerID, ParkedCount: round2(p.Parked),
+		out.Series[i] = parkedPointJSON{Bucket: bucketTime(p.Bucket), Hostname: p.ServerID, ParkedCount: stats.Round2(p.Parked),
 			QueueName: p.Queue.Name}
 		if r := (brokerJSON{Hostname: p.ServerID}); !slices.Contains(out.Replicas, r) {
 			out.Replicas = append(out.Replicas, r)
@@ -412,7 +295,7 @@ func (s *Server) retention(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	out := retentionJSON{BucketMinutes: w.bucketMinutes(), Series: []retentionPointJSON{}, TimeRange: w.timeRange()}
+	out := retentionJSON{BucketMinutes: w.BucketMinutes(), Series: []retentionPointJSON{}, TimeRange: timeRange(w)}
 	for _, p := range points {
 		if p.Completed+p.Evicted+p.Retention == 0 {
 			continue
@@ -495,14 +378,14 @@ func (s *Server) systemMetrics(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	out := systemJSON{BucketMinutes: w.bucketMinutes(), Replicas: []replicaJSON{}, TimeRange: w.timeRange()}
+	out := systemJSON{BucketMinutes: w.BucketMinutes(), Replicas: []replicaJSON{}, TimeRange: timeRange(w)}
 	if !known {
 		writeJSON(ctx, fasthttp.StatusOK, out)
 		return nil
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	points, err := s.Store.BrokerSeries(c, w.from, w.to, w.width, serverID)
+	points, err := s.Store.BrokerSeries(c, w.From, w.To, w.Width, serverID)
 	if err != nil {
 		return err
 	}
@@ -575,8 +458,8 @@ type workerJSON struct {
 	WorkerID          int      `json:"workerId"`
 }
 
-func worker(id string, f *brokerFigures) workerJSON {
-	return workerJSON{DBConnections: f.maxOf[persistence.GaugePoolSize], FreeSlots: f.minOf[persistence.GaugePoolFree],
+func worker(id string, f *stats.BrokerFigures) workerJSON {
+	return workerJSON{DBConnections: f.Max(persistence.GaugePoolSize), FreeSlots: f.Min(persistence.GaugePoolFree),
 		Hostname: id, MessagesProcessed: f.PushMessages + f.AckMessages}
 }
 
@@ -629,13 +512,13 @@ func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	out := workerMetricsJSON{BucketMinutes: w.bucketMinutes(), Queues: []workerQueueJSON{}, TimeRange: w.timeRange(),
+	out := workerMetricsJSON{BucketMinutes: w.BucketMinutes(), Queues: []workerQueueJSON{}, TimeRange: timeRange(w),
 		TimeSeries: []workerPointJSON{}, Workers: []workerDetailJSON{}}
 	c, cancel := s.dbContext()
 	defer cancel()
 	var points []persistence.BrokerPoint
 	if known {
-		if points, err = s.Store.BrokerSeries(c, w.from, w.to, w.width, serverID); err != nil {
+		if points, err = s.Store.BrokerSeries(c, w.From, w.To, w.Width, serverID); err != nil {
 			return err
 		}
 	}
@@ -643,27 +526,27 @@ func (s *Server) workerMetrics(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	buckets := brokerBuckets(points)
+	buckets := stats.ByBucket(points)
 	times := make([]int64, 0, len(buckets))
 	for t := range buckets {
 		times = append(times, t)
 	}
 	slices.SortFunc(times, func(x, y int64) int { return cmp.Compare(y, x) })
-	var sum brokerFigures
+	var sum stats.BrokerFigures
 	for _, p := range points {
-		sum.add(p)
+		sum.Add(p)
 	}
 	for _, t := range times {
 		b := buckets[t]
 		out.TimeSeries = append(out.TimeSeries, workerPointJSON{
-			AckFailed: b.AckFailed, AckMessages: b.AckMessages, AckPerSecond: w.perSecond(b.AckMessages),
+			AckFailed: b.AckFailed, AckMessages: b.AckMessages, AckPerSecond: w.PerSecond(b.AckMessages),
 			AckRequests: b.AckRequests, AckSuccess: b.AckMessages - b.AckFailed,
-			AvgFreeSlots: b.mean(persistence.GaugePoolFree, 1, 0), AvgLagMs: divide(b.LagSumMs, b.PopMessages),
-			DBConnections: b.maxOf[persistence.GaugePoolSize], DBErrors: b.DBErrors, DLQCount: b.DLQ,
+			AvgFreeSlots: b.Mean(persistence.GaugePoolFree, 1, 0), AvgLagMs: divide(b.LagSumMs, b.PopMessages),
+			DBConnections: b.Max(persistence.GaugePoolSize), DBErrors: b.DBErrors, DLQCount: b.DLQ,
 			JobsDone: b.PushRequests + b.PopRequests + b.AckRequests + b.Transactions, LagCount: b.PopMessages,
-			MaxLagMs: b.LagMaxMs, MinFreeSlots: b.minOf[persistence.GaugePoolFree], PopMessages: b.PopMessages,
-			PopPerSecond: w.perSecond(b.PopMessages), PopRequests: b.PopRequests, PushMessages: b.PushMessages,
-			PushPerSecond: w.perSecond(b.PushMessages), PushRequests: b.PushRequests, Timestamp: bucketTime(time.Unix(t, 0)),
+			MaxLagMs: b.LagMaxMs, MinFreeSlots: b.Min(persistence.GaugePoolFree), PopMessages: b.PopMessages,
+			PopPerSecond: w.PerSecond(b.PopMessages), PopRequests: b.PopRequests, PushMessages: b.PushMessages,
+			PushPerSecond: w.PerSecond(b.PushMessages), PushRequests: b.PushRequests, Timestamp: bucketTime(time.Unix(t, 0)),
 		})
 	}
 	out.PointCount = len(out.TimeSeries)

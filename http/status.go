@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"queen/persistence"
+	"queen/stats"
 )
 
 type statusPointJSON struct {
@@ -115,7 +116,7 @@ func ratio(n, d int64) float64 {
 	if d == 0 {
 		return 0
 	}
-	return round2(float64(n) / float64(d))
+	return stats.Round2(float64(n) / float64(d))
 }
 
 // statsAge is the number of seconds since a broker last flushed its statistics, -1 when none
@@ -140,7 +141,7 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 	}
 	c, cancel := s.dbContext()
 	defer cancel()
-	brokers, err := s.Store.BrokerSeries(c, w.from, w.to, w.width, "")
+	brokers, err := s.Store.BrokerSeries(c, w.From, w.To, w.Width, "")
 	if err != nil {
 		return err
 	}
@@ -152,8 +153,8 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	out := dashboardStatusJSON{BucketMinutes: w.bucketMinutes(), Queues: []statusQueueJSON{}, Throughput: []statusPointJSON{},
-		TimeRange: w.timeRange(), Workers: []workerJSON{},
+	out := dashboardStatusJSON{BucketMinutes: w.BucketMinutes(), Queues: []statusQueueJSON{}, Throughput: []statusPointJSON{},
+		TimeRange: timeRange(w), Workers: []workerJSON{},
 		Leases: leasesJSON{Active: leases.Active, PartitionsWithLeases: leases.Partitions, TotalAcked: leases.Acked,
 			TotalBatchSize: leases.BatchSize},
 		DeadLetterQueue: deadLetterJSON{AffectedPartitions: dead.Partitions, TopErrors: []errorCountJSON{},
@@ -164,7 +165,7 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 	}
 
 	// The points: every bucket the caller's queues or the brokers have, newest first.
-	byBucket := brokerBuckets(brokers)
+	byBucket := stats.ByBucket(brokers)
 	queuePoints := map[int64]persistence.QueueCounters{}
 	var sum persistence.QueueCounters
 	for _, p := range points {
@@ -186,20 +187,20 @@ func (s *Server) dashboardStatus(ctx *fasthttp.RequestCtx) error {
 		q := queuePoints[t]
 		p := statusPointJSON{
 			AckFailed: q.AckFailed, AvgLagMs: divide(q.LagSumMs, q.PopMessages), DLQCount: q.DLQ,
-			Ingested: q.PushMessages, IngestedPerSecond: w.perSecond(q.PushMessages), MaxLagMs: q.LagMaxMs,
-			PopMessages: q.PopMessages, PopPerSecond: w.perSecond(q.PopMessages), Processed: q.AckSuccess + q.AckFailed,
-			ProcessedPerSecond: w.perSecond(q.AckSuccess + q.AckFailed), Timestamp: bucketTime(time.Unix(t, 0)),
+			Ingested: q.PushMessages, IngestedPerSecond: w.PerSecond(q.PushMessages), MaxLagMs: q.LagMaxMs,
+			PopMessages: q.PopMessages, PopPerSecond: w.PerSecond(q.PopMessages), Processed: q.AckSuccess + q.AckFailed,
+			ProcessedPerSecond: w.PerSecond(q.AckSuccess + q.AckFailed), Timestamp: bucketTime(time.Unix(t, 0)),
 		}
 		if b := byBucket[t]; b != nil {
 			p.DBErrors = &b.DBErrors
 			dbErrors += b.DBErrors
-			p.QueenCPUUserPct = b.mean(persistence.GaugeCPUUser, 0.01, 2)
-			p.QueenCPUSysPct = b.mean(persistence.GaugeCPUSystem, 0.01, 2)
-			p.QueenRssMb = b.mean(persistence.GaugeRSS, 1.0/(1<<20), 1)
-			p.DBPoolActive = b.mean(persistence.GaugePoolActive, 1, 1)
-			p.DBPoolIdle = b.mean(persistence.GaugePoolIdle, 1, 1)
-			p.DBPoolSize = b.mean(persistence.GaugePoolSize, 1, 1)
-			p.MinFreeSlots = b.minOf[persistence.GaugePoolFree]
+			p.QueenCPUUserPct = b.Mean(persistence.GaugeCPUUser, 0.01, 2)
+			p.QueenCPUSysPct = b.Mean(persistence.GaugeCPUSystem, 0.01, 2)
+			p.QueenRssMb = b.Mean(persistence.GaugeRSS, 1.0/(1<<20), 1)
+			p.DBPoolActive = b.Mean(persistence.GaugePoolActive, 1, 1)
+			p.DBPoolIdle = b.Mean(persistence.GaugePoolIdle, 1, 1)
+			p.DBPoolSize = b.Mean(persistence.GaugePoolSize, 1, 1)
+			p.MinFreeSlots = b.Min(persistence.GaugePoolFree)
 		}
 		out.Throughput = append(out.Throughput, p)
 	}
@@ -419,14 +420,14 @@ func (s *Server) statusAnalytics(ctx *fasthttp.RequestCtx) error {
 	}
 	switch interval {
 	case "minute":
-		w.width = time.Minute
+		w.Width = time.Minute
 	case "day":
-		w.width = 24 * time.Hour
+		w.Width = 24 * time.Hour
 	default:
-		w.width = time.Hour
+		w.Width = time.Hour
 	}
-	first, last := w.from.Truncate(w.width), w.to.Truncate(w.width)
-	if n := last.Sub(first)/w.width + 1; n > maxAnalyticsPoints {
+	first, last := w.From.Truncate(w.Width), w.To.Truncate(w.Width)
+	if n := last.Sub(first)/w.Width + 1; n > maxAnalyticsPoints {
 		return badf("the window holds more than " + strconv.Itoa(maxAnalyticsPoints) + " points at interval " + interval)
 	}
 	f, err := s.statsFilter(ctx, w)
@@ -443,8 +444,8 @@ func (s *Server) statusAnalytics(ctx *fasthttp.RequestCtx) error {
 	for _, p := range points {
 		pushed[p.Bucket.Unix()] = p.PushMessages
 	}
-	out := analyticsJSON{DataPoints: []analyticsPointJSON{}, From: msTime(w.from), Interval: interval, To: msTime(w.to)}
-	for t := first; !t.After(last); t = t.Add(w.width) {
+	out := analyticsJSON{DataPoints: []analyticsPointJSON{}, From: msTime(w.From), Interval: interval, To: msTime(w.To)}
+	for t := first; !t.After(last); t = t.Add(w.Width) {
 		out.DataPoints = append(out.DataPoints, analyticsPointJSON{Messages: pushed[t.Unix()], Timestamp: msTime(t)})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
@@ -541,8 +542,8 @@ func (s *Server) overview(ctx *fasthttp.RequestCtx) error {
 		sum.Add(p.QueueCounters)
 	}
 	secs := throughputWindow.Seconds()
-	out.Throughput.IngestedPerSecond = round2(float64(sum.PushMessages) / secs)
-	out.Throughput.ProcessedPerSecond = round2(float64(sum.AckSuccess+sum.AckFailed) / secs)
+	out.Throughput.IngestedPerSecond = stats.Round2(float64(sum.PushMessages) / secs)
+	out.Throughput.ProcessedPerSecond = stats.Round2(float64(sum.AckSuccess+sum.AckFailed) / secs)
 	out.Timestamp = msTime(now)
 	if out.StatsAge, err = s.statsAge(ctx); err != nil {
 		return err

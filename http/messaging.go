@@ -605,7 +605,7 @@ func (s *Server) extendLease(ctx *fasthttp.RequestCtx) error {
 		Seconds json.RawMessage `json:"seconds"`
 	}
 	// The Python client's renew sends no body at all: it means the default, as {} does.
-	if body := ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
+	if body := ctx.PostBody(); len(bytes.Trim(body, jsonSpace)) > 0 {
 		if err := parseBody(body, &req); err != nil {
 			return err
 		}

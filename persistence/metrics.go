@@ -3,7 +3,7 @@ package persistence
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -33,7 +33,8 @@ type GroupMetrics struct {
 type MetricsSnapshot struct {
 	Queues []QueueMetrics // every queue
 	Groups []GroupMetrics // every named group on every queue it has cursors on
-	// Counters are the sums over the brokers of queen.broker_counters, by counter name.
+	// Counters are the cluster's lifetime counters, the sums over the brokers of
+	// queen.stats_totals, by counter name (BrokerStats.Counters).
 	Counters map[string]int64
 	Streams  []StreamMetrics // every registered stream query
 }
@@ -47,33 +48,19 @@ func firstUnconsumed(cursor string) string {
 		ORDER BY m.seq LIMIT 1)`
 }
 
-// ReadMetrics adds this broker's counter increments (add, by name) to its rows of
-// queen.broker_counters and reads the cluster's sums with the per-queue and per-group backlogs,
-// in one round trip and one implicit transaction: if any statement fails, nothing was added
-// and the caller keeps the increments for the next read. Its cost grows with the number of
-// queues and partitions (hash joins) and with the partitions that have a backlog (an index
-// probe each), not with the number of messages.
-func (s *Store) ReadMetrics(ctx context.Context, serverID string, add map[string]int64) (MetricsSnapshot, error) {
+// ReadMetrics reads the cluster's lifetime counters (the sums of the brokers' rows of
+// queen.stats_totals, which the statistics flush adds to) with the per-queue and per-group
+// backlogs, in one round trip. Its cost grows with the number of queues and partitions (hash
+// joins) and with the partitions that have a backlog (an index probe each), not with the number
+// of messages.
+func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
 	var snap MetricsSnapshot
-	names := make([]string, 0, len(add))
-	for n, v := range add {
-		if v != 0 {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names) // the lock order of the rows, for two brokers sharing a server id
-	values := make([]int64, len(names))
-	for i, n := range names {
-		values[i] = add[n]
+	sums := make([]string, len(brokerCounters))
+	for i, c := range columns(brokerCounters) {
+		sums[i] = "COALESCE(sum(" + c + "), 0)::int8"
 	}
 	b := &pgx.Batch{}
-	if len(names) > 0 {
-		b.Queue(`INSERT INTO queen.broker_counters AS c (server_id, name, value)
-			SELECT $1, t.n, t.v FROM unnest($2::text[], $3::int8[]) AS t(n, v) ORDER BY t.n
-			ON CONFLICT (server_id, name) DO UPDATE SET value = c.value + EXCLUDED.value, updated_at = now()`,
-			serverID, names, values)
-	}
-	b.Queue(`SELECT name, sum(value)::int8 FROM queen.broker_counters GROUP BY name`)
+	b.Queue(`SELECT ` + strings.Join(sums, ", ") + ` FROM queen.stats_totals`)
 	b.Queue(`
 		WITH backlog AS (
 			SELECT p.queue_id, sum(p.last_seq - f.seq + 1)::int8 AS pending, min(f.created_at) AS oldest
@@ -106,22 +93,12 @@ func (s *Store) ReadMetrics(ctx context.Context, serverID string, add map[string
 		GROUP BY q.id, q.name`)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if len(names) > 0 {
-		if _, err := br.Exec(); err != nil {
-			return snap, fmt.Errorf("cannot add to the broker counters: %w", err)
-		}
+	var totals BrokerStats
+	if err := br.QueryRow().Scan(targets(brokerCounters, &totals)...); err != nil {
+		return snap, fmt.Errorf("cannot read the cluster's counters: %w", err)
 	}
+	snap.Counters = totals.Counters()
 	rows, err := br.Query()
-	if err != nil {
-		return snap, fmt.Errorf("cannot read the broker counters: %w", err)
-	}
-	snap.Counters = map[string]int64{}
-	var n string
-	var v int64
-	if _, err := pgx.ForEachRow(rows, []any{&n, &v}, func() error { snap.Counters[n] = v; return nil }); err != nil {
-		return snap, fmt.Errorf("cannot read the broker counters: %w", err)
-	}
-	rows, err = br.Query()
 	if err != nil {
 		return snap, fmt.Errorf("cannot read the queue backlogs: %w", err)
 	}

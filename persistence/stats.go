@@ -172,13 +172,14 @@ var brokerGaugeColumns = [NGauges]string{"cpu_user", "cpu_system", "rss", "vsz",
 type BrokerStats struct {
 	PushRequests, PushMessages, PopRequests, PopMessages, PopEmpty   int64
 	AckRequests, AckMessages, AckFailed, Transactions, DLQ, DBErrors int64
-	LagSumMs, LagMaxMs                                               int64
+	StreamCycles, LagSumMs, LagMaxMs                                 int64
 	Samples                                                          int
 	Gauges                                                           [NGauges]Gauge
 }
 
-// brokerCounters are BrokerStats' counters that add up, the columns of queen.stats_brokers a
-// flush adds to.
+// brokerCounters are BrokerStats' counters that add up: the columns a flush adds to in
+// queen.stats_brokers (the minute) and queen.stats_totals (the broker's lifetime), named as the
+// broker-wide counters of telemetry.Counters where the broker counts them itself.
 var brokerCounters = []counter[BrokerStats]{
 	{"push_requests", func(b *BrokerStats) *int64 { return &b.PushRequests }},
 	{"push_messages", func(b *BrokerStats) *int64 { return &b.PushMessages }},
@@ -191,6 +192,7 @@ var brokerCounters = []counter[BrokerStats]{
 	{"transactions", func(b *BrokerStats) *int64 { return &b.Transactions }},
 	{"dlq", func(b *BrokerStats) *int64 { return &b.DLQ }},
 	{"db_errors", func(b *BrokerStats) *int64 { return &b.DBErrors }},
+	{"stream_cycles", func(b *BrokerStats) *int64 { return &b.StreamCycles }},
 	{"lag_sum_ms", func(b *BrokerStats) *int64 { return &b.LagSumMs }},
 }
 
@@ -202,6 +204,25 @@ func (b *BrokerStats) AddCounters(o BrokerStats) {
 	}
 	b.LagMaxMs = max(b.LagMaxMs, o.LagMaxMs)
 	b.Samples += o.Samples
+}
+
+// SetCounters sets the counters of b that byName names (the broker-wide counters of
+// telemetry, by name); the others are left as they are.
+func (b *BrokerStats) SetCounters(byName map[string]int64) {
+	for _, f := range brokerCounters {
+		if v, ok := byName[f.column]; ok {
+			*f.of(b) = v
+		}
+	}
+}
+
+// Counters are b's counters by name.
+func (b BrokerStats) Counters() map[string]int64 {
+	out := make(map[string]int64, len(brokerCounters))
+	for _, f := range brokerCounters {
+		out[f.column] = *f.of(&b)
+	}
+	return out
 }
 
 // StatsFlush is one broker's flush into one minute.
@@ -237,6 +258,19 @@ var brokerUpsert = func() string {
 	return `INSERT INTO queen.stats_brokers AS s (` + strings.Join(cols, ", ") + `)
 		VALUES (` + strings.Join(params, ", ") + `)
 		ON CONFLICT (bucket, server_id) DO UPDATE SET ` + strings.Join(sets, ", ")
+}()
+
+// totalsUpsert adds a flush's counters to the broker's lifetime row.
+var totalsUpsert = func() string {
+	cols := columns(brokerCounters)
+	params, sets := make([]string, len(cols)), make([]string, len(cols))
+	for i, c := range cols {
+		params[i] = fmt.Sprintf("$%d", i+2)
+		sets[i] = c + " = t." + c + " + EXCLUDED." + c
+	}
+	return `INSERT INTO queen.stats_totals AS t (server_id, ` + strings.Join(cols, ", ") + `)
+		VALUES ($1, ` + strings.Join(params, ", ") + `)
+		ON CONFLICT (server_id) DO UPDATE SET updated_at = now(), ` + strings.Join(sets, ", ")
 }()
 
 // queueUpsert adds a flush's queues to their rows ($1 bucket, $2 server id, $3 samples, $4 the
@@ -275,16 +309,19 @@ type FlushedStats struct {
 	Tasks      int
 }
 
-// FlushStats adds f to the broker's rows in one round trip and one implicit transaction (a
-// failure adds nothing, and the caller keeps the counts for its next flush). A queue of f with
+// FlushStats adds f to the broker's rows, its minute's and its lifetime's, in one round trip
+// and one implicit transaction (a failure adds nothing, and the caller keeps the counts for its
+// next flush). A queue of f with
 // nothing to add gets no row, but is looked up all the same: Exist tells the caller which of
 // its queues still exist.
 func (s *Store) FlushStats(ctx context.Context, f StatsFlush) (FlushedStats, error) {
 	out := FlushedStats{Exist: map[QueueName]bool{}}
 	b := f.Broker
+	counters := values(brokerCounters, &b)
 	args := []any{f.Bucket, f.ServerID, f.Port, b.Samples, b.LagMaxMs}
-	for _, v := range values(brokerCounters, &b) {
-		args = append(args, v)
+	targs := []any{f.ServerID}
+	for _, v := range counters {
+		args, targs = append(args, v), append(targs, v)
 	}
 	for _, g := range b.Gauges {
 		args = append(args, g.Sum, g.nullable(g.Min), g.nullable(g.Max), g.nullable(g.Last))
@@ -305,12 +342,16 @@ func (s *Store) FlushStats(ctx context.Context, f StatsFlush) (FlushedStats, err
 
 	batch := &pgx.Batch{}
 	batch.Queue(brokerUpsert, args...)
+	batch.Queue(totalsUpsert, targs...)
 	batch.Queue(queueUpsert, qargs...)
 	batch.Queue(`SELECT name FROM queen.queues WHERE name = ANY($1::text[])`, names)
 	br := s.pool.SendBatch(ctx, batch)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return out, fmt.Errorf("cannot add to the broker's statistics: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return out, fmt.Errorf("cannot add to the broker's lifetime counters: %w", err)
 	}
 	rows, err := br.Query()
 	if err != nil {

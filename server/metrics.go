@@ -38,12 +38,9 @@ type observability struct {
 	flushes chan chan flushOutcome
 	// flushFailing: the last statistics flush failed (logged once per outage).
 	flushFailing bool
-	// flushed are the broker-wide counters already added to queen.broker_counters; only the
-	// read loop touches them.
-	flushed  map[string]int64
-	failing  bool // the last read failed (logged once per outage)
-	dropping bool // the last read left queues or groups out (logged once)
-	lastRead atomic.Int64
+	failing      bool // the last read failed (logged once per outage)
+	dropping     bool // the last read left queues or groups out (logged once)
+	lastRead     atomic.Int64
 	// readAfter is when the next periodic read is due: later than the next tick after a slow
 	// read (see readPeriod); paced says the last one was (logged once per stretch).
 	readAfter time.Time
@@ -53,7 +50,7 @@ type observability struct {
 func newObservability(cfg config.Config, log *slog.Logger) *observability {
 	return &observability{
 		cfg: cfg, log: log.With("subsystem", "metrics"), tel: telemetry.New(),
-		reads: make(chan chan error), flushes: make(chan chan flushOutcome), flushed: map[string]int64{},
+		reads: make(chan chan error), flushes: make(chan chan flushOutcome),
 	}
 }
 
@@ -66,8 +63,8 @@ type flushOutcome struct {
 }
 
 // start registers the live gauges of the subsystems and starts the read loop (the periodic
-// read when QUEEN_METRICS_REFRESH_MS is not 0, the statistics flush every minute) and the
-// rates window.
+// read when QUEEN_METRICS_REFRESH_MS is not 0, which flushes the statistics first, and the
+// flush at the start of every minute) and the rates window.
 func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *actors.Maintenance, healthy *atomic.Bool, act *actors.System) {
 	o.store = store
 	o.stats = newStats(o.cfg, o.tel, store, act)
@@ -106,8 +103,8 @@ func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *
 	o.startRates(act, sp)
 }
 
-// stop ends both loops, then adds what was counted since the last read to the cluster's
-// counters and flushes the statistics, so that a restart loses none of it.
+// stop ends both loops, then flushes what was counted since the last flush, so that a restart
+// loses none of it.
 func (o *observability) stop() {
 	if o.loops == nil {
 		return
@@ -115,9 +112,6 @@ func (o *observability) stop() {
 	o.loops.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if o.cfg.MetricsRefresh > 0 {
-		_ = o.read(ctx)
-	}
 	o.flush(ctx)
 }
 
@@ -234,19 +228,17 @@ func (o *observability) periodicRead(ctx context.Context) {
 	}
 }
 
-// read adds this broker's counters to the cluster's, reads the backlogs and the cluster's
-// sums, and publishes the families. A failed read keeps the families of the last one (their
-// age shows in queen_metrics_refresh_age_seconds) and the counters for the next.
+// read flushes the statistics, so that the cluster's counters include this broker's counts up
+// to now, then reads the backlogs and the cluster's counters and publishes the families. A
+// failed read keeps the families of the last one (their age shows in
+// queen_metrics_refresh_age_seconds); a failed flush keeps its window for the next.
 func (o *observability) read(ctx context.Context) error {
+	o.flush(ctx)
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.RequestDeadline)
 	defer cancel()
-	counted, totals := o.tel.QueueCounts(), o.tel.Totals()
-	add := make(map[string]int64, len(totals))
-	for name, v := range totals {
-		add[name] = v - o.flushed[name]
-	}
+	counted := o.tel.QueueCounts()
 	start := time.Now()
-	snap, err := o.store.ReadMetrics(ctx, o.cfg.ServerID, add)
+	snap, err := o.store.ReadMetrics(ctx)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) { // not the broker stopping
 			o.tel.DBError()
@@ -260,7 +252,7 @@ func (o *observability) read(ctx context.Context) error {
 	if o.failing {
 		o.log.Info("metrics read recovered")
 	}
-	o.failing, o.flushed = false, totals
+	o.failing = false
 	o.lastRead.Store(time.Now().UnixNano())
 	d := o.tel.Publish(telemetry.Read{MetricsSnapshot: snap, MaxSeries: o.cfg.MetricsMaxSeries,
 		Took: time.Since(start), Counted: counted})

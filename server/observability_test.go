@@ -363,6 +363,17 @@ func TestClusterTotalsAgreeAcrossBrokers(t *testing.T) {
 	if pa.value(t, "queen_process_push_messages_total") != 3 || pb.value(t, "queen_process_push_messages_total") != 2 {
 		t.Error("each broker's own counters must stay its own")
 	}
+	// The per-minute statistics come from the same flushes: their sums are the cluster's.
+	var w struct {
+		Summary struct{ TotalPushMessages, TotalPopMessages, TotalAckMessages float64 }
+	}
+	a.JSON("GET", "/api/v1/analytics/worker-metrics"+window(time.Hour), nil, 200, &w)
+	for name, got := range map[string]float64{"push_messages": w.Summary.TotalPushMessages,
+		"pop_messages": w.Summary.TotalPopMessages, "ack_messages": w.Summary.TotalAckMessages} {
+		if cluster := pa.value(t, "queen_cluster_"+name+"_total"); got != cluster {
+			t.Errorf("worker-metrics sums %s to %v, the cluster counter says %v", name, got, cluster)
+		}
+	}
 }
 
 type metricsJSON struct {

@@ -10,9 +10,10 @@ import (
 	"queen/telemetry"
 )
 
-// stats turns what this broker counts (telemetry) into per-minute statistics
+// stats is the one way what this broker counts (telemetry) reaches PostgreSQL
 // (persistence.FlushStats): at each flush, what was counted since the previous one, and the
-// process figures sampled since. The metrics service's loop drives it (server/metrics.go), so
+// process figures sampled since, added to the per-minute statistics and to the lifetime
+// counters behind queen_cluster_*. The metrics service's loop drives it (server/metrics.go), so
 // only one goroutine uses it.
 type stats struct {
 	cfg   config.Config
@@ -75,12 +76,15 @@ func (s *stats) sample() {
 	s.samples++
 }
 
-// flush samples once more, then adds the window to this broker's rows, into the minute that
-// holds the middle of the window (a flush on the minute lands in the minute that ended), and
-// forgets the counts of queues that no longer exist (it says how many). A failed flush keeps
-// the window for the next one.
+// flush adds the window to this broker's rows, its lifetime's and the minute's that holds the
+// middle of the window (a flush on the minute lands in the minute that ended), and forgets the
+// counts of queues that no longer exist (it says how many). A window without a sample yet
+// (QUEEN_METRICS_REFRESH_MS=0) is sampled first, so that every flushed minute has its figures.
+// A failed flush keeps the window for the next one.
 func (s *stats) flush(ctx context.Context) (persistence.FlushedStats, int, error) {
-	s.sample()
+	if s.samples == 0 {
+		s.sample()
+	}
 	now := time.Now()
 	counts, totals := s.tel.QueueCounts(), s.tel.Totals()
 	marks := make(map[*telemetry.QueueCounts]persistence.QueueCounters, len(counts))
@@ -103,11 +107,11 @@ func (s *stats) flush(ctx context.Context) (persistence.FlushedStats, int, error
 			f.Queues = append(f.Queues, persistence.QueueStats{Queue: name, ParkedSum: n})
 		}
 	}
-	delta := func(name string) int64 { return totals[name] - s.totals[name] }
-	b.PushRequests, b.PushMessages = delta("push_requests"), delta("push_messages")
-	b.PopRequests, b.PopMessages, b.PopEmpty = delta("pop_requests"), delta("pop_messages"), delta("pop_empty")
-	b.AckRequests, b.AckMessages = delta("ack_requests"), delta("ack_messages")
-	b.Transactions, b.DLQ, b.DBErrors = delta("transactions"), delta("dlq"), delta("db_errors")
+	delta := make(map[string]int64, len(totals))
+	for name, v := range totals {
+		delta[name] = v - s.totals[name]
+	}
+	b.SetCounters(delta)
 	b.Samples, b.Gauges = s.samples, s.gauges
 
 	out, err := s.store.FlushStats(ctx, f)

@@ -265,3 +265,15 @@ func TestQueueCountsForStatistics(t *testing.T) {
 		t.Errorf("totals %v", tot)
 	}
 }
+
+// Every broker-wide counter has its column in the statistics, which the flush adds to and the
+// queen_cluster_* families sum: a counter without one would be dropped silently.
+func TestEveryCounterReachesTheStatistics(t *testing.T) {
+	for _, name := range Counters {
+		var b persistence.BrokerStats
+		b.SetCounters(map[string]int64{name: 7})
+		if got := b.Counters()[name]; got != 7 {
+			t.Errorf("counter %s: the statistics keep %d of 7; add its column to persistence.brokerCounters and a migration", name, got)
+		}
+	}
+}

@@ -164,6 +164,12 @@ func createTemplate(ctx context.Context, log *slog.Logger) error {
 // dropped when t ends on a PG_HOST server, and with the whole throwaway cluster otherwise.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	return create(t, template)
+}
+
+// create creates a test database as a copy of from and returns its conn string.
+func create(t testing.TB, from string) string {
+	t.Helper()
 	if admin == nil {
 		t.Fatal("pgtest: no test server; call pgtest.Main from TestMain")
 	}
@@ -171,7 +177,7 @@ func NewDatabase(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	createMu.Lock()
-	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{from}.Sanitize())
 	createMu.Unlock()
 	if err != nil {
 		t.Fatalf("pgtest: cannot create database %s: %v", name, err)
@@ -186,6 +192,13 @@ func NewDatabase(t testing.TB) string {
 		})
 	}
 	return connString(name)
+}
+
+// NewEmptyDatabase creates a database with no schema and returns its conn string, for tests of
+// the migrations themselves (an upgrade from an older schema). It is dropped as NewDatabase's are.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	return create(t, "template0")
 }
 
 // NewPool is NewDatabase plus a pool on the new database, closed when t ends.

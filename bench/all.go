@@ -4,7 +4,7 @@ import "fmt"
 
 var allScenario = scenario{
 	name: "all",
-	help: "the standard set, one table: the ceiling, push of 100 and of 1, pop+ack, autoAck,\nmixed, mixed at a steady rate, fan-out to four groups (drain and live), wake",
+	help: "the standard set, one table: the ceiling, push of 100 and of 1, pop+ack, autoAck,\nmixed, mixed at a steady rate, fan-out to four groups (drain and live), the cost cycle, wake",
 	// The standard set has its own shapes: the flags that set them are refused.
 	own:      []string{"pg", "mesh"},
 	defaults: map[string]string{"duration": "15s"},
@@ -39,6 +39,9 @@ var allScenario = scenario{
 		steady.Rate = 15_000
 		fanOutLive := mixed
 		fanOutLive.Groups, fanOutLive.Consumers, fanOutLive.Rate = 4, 2, 5_000
+		// The full cycle at the shape of the cost scenario, for its CPU per message.
+		cost := costConfig(mixed)
+		cost.Partitions, cost.PopBatch, cost.Consumers = 200, 1000, 4
 		return []job{
 			newJob("ceiling", ceiling, RunCeiling),
 			newJob("push", push, RunPush),
@@ -49,6 +52,7 @@ var allScenario = scenario{
 			newJob("mixed", steady, RunMixed),
 			newJob("consume", fanOut, RunConsume),
 			newJob("mixed", fanOutLive, RunMixed),
+			newJob("cost", cost, RunCost),
 			newJob("wake", o.wake(), RunWake),
 		}
 	},

@@ -100,10 +100,36 @@ func TestFanOutSmoke(t *testing.T) {
 }
 
 func TestMixedSmoke(t *testing.T) {
-	r, err := RunMixed(ctx(t), target(t), MixedConfig{Batch: 10, Size: 128, Partitions: 3, Conns: 2, Consumers: 2, Duration: smoke})
+	r, err := RunMixed(ctx(t), target(t), MixedConfig{Batch: 10, PopBatch: 10, Size: 128, Partitions: 3, Conns: 2, Consumers: 2, Duration: smoke})
 	requireVerified(t, r, err)
 	if r.ConsumedPerSec == nil || *r.ConsumedPerSec == 0 {
 		t.Fatalf("mixed: nothing consumed during the window")
+	}
+}
+
+// The cost cycle runs with the consumers keeping up (a paced rate they can hold).
+func TestCostSmoke(t *testing.T) {
+	r, err := RunCost(ctx(t), target(t), costConfig{Batch: 10, PopBatch: 100, Size: 128, Partitions: 20, Conns: 2, Consumers: 2,
+		Rate: 1000, Duration: smoke})
+	requireVerified(t, r, err)
+	if r.Scenario != "cost" || r.LagGrowing == nil || *r.LagGrowing {
+		t.Fatalf("cost: scenario %q, lag growing %v", r.Scenario, r.LagGrowing)
+	}
+}
+
+// A message's cost is the CPU over the window divided by the messages of the window: half a
+// core at 10k msg/s is 50 µs a message. A scenario measured by latency has none.
+func TestCPUPerMessage(t *testing.T) {
+	half, idle := 0.5, 0.0
+	r := (&Result{Scenario: "push", MsgPerSec: 10000, BrokerCPU: &half, PGCPU: &idle}).done()
+	if r.BrokerUsPerMsg == nil || *r.BrokerUsPerMsg != 50 || r.PGUsPerMsg == nil || *r.PGUsPerMsg != 0 {
+		t.Errorf("µs/msg broker %v, PostgreSQL %v; want 50 and 0", r.BrokerUsPerMsg, r.PGUsPerMsg)
+	}
+	if r := (&Result{Scenario: "push", BrokerCPU: &half}).done(); r.BrokerUsPerMsg != nil {
+		t.Errorf("no message, yet %v µs/msg", *r.BrokerUsPerMsg)
+	}
+	if r := (&Result{Scenario: "wake", MsgPerSec: 100, BrokerCPU: &half}).done(); r.BrokerUsPerMsg != nil {
+		t.Errorf("wake is measured by latency, yet %v µs/msg", *r.BrokerUsPerMsg)
 	}
 }
 

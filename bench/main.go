@@ -61,6 +61,7 @@ type options struct {
 
 	duration, warmup time.Duration
 	batch, size      int
+	popBatch         int // mixed, cost: 0 pops --batch
 	partitions       int
 	conns            int
 	consumers        int
@@ -129,6 +130,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per measurement")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each measurement")
 	fs.IntVar(&o.batch, "batch", 100, "messages per push request / per pop / rows per COPY")
+	fs.IntVar(&o.popBatch, "pop-batch", 0, "mixed, cost: messages per pop (default: --batch)")
 	fs.IntVar(&o.size, "size", 256, "payload bytes per message")
 	fs.IntVar(&o.partitions, "partitions", 10, "partitions the messages are spread over")
 	fs.IntVar(&o.conns, "conns", 16, "producer connections (ceiling: PostgreSQL connections)")
@@ -184,6 +186,9 @@ func parseArgs(args []string) (*options, error) {
 			return nil, fmt.Errorf("--%s must be at least 1", v.name)
 		}
 	}
+	if o.set["pop-batch"] && o.popBatch < 1 {
+		return nil, errors.New("--pop-batch must be at least 1")
+	}
 	if o.groups < 0 || o.duration <= 0 || o.warmup < 0 {
 		return nil, errors.New("--groups, --duration and --warmup cannot be negative, --duration not zero")
 	}
@@ -234,6 +239,14 @@ func redactKeys(args []string) []string {
 		}
 	}
 	return out
+}
+
+// popBatchOr is --pop-batch, or def when it is not given.
+func (o *options) popBatchOr(def int) int {
+	if o.set["pop-batch"] {
+		return o.popBatch
+	}
+	return def
 }
 
 // prefillMessages is --messages, or enough for consumers at about perSec msg/s not to run

@@ -9,10 +9,12 @@ import (
 )
 
 // MixedConfig is the steady state: Conns producers pushing Batch×Size messages over Partitions
-// while Consumers consumers per group pop Batch and ack (or autoAck) on the same, fresh queue.
-// Groups 0 is queue mode; N > 0 makes N consumer groups read every message (fan-out under load).
+// while Consumers consumers per group pop PopBatch and ack (or autoAck) on the same, fresh
+// queue. Groups 0 is queue mode; N > 0 makes N consumer groups read every message (fan-out
+// under load).
 type MixedConfig struct {
 	Batch      int           `json:"batch"`
+	PopBatch   int           `json:"popBatch"`
 	Size       int           `json:"size"`
 	Partitions int           `json:"partitions"`
 	Conns      int           `json:"conns"`
@@ -34,21 +36,21 @@ func (c MixedConfig) label() string {
 		rate = fmt.Sprintf(" @%s/s", count(int64(c.Rate)))
 	}
 	if c.Groups > 0 {
-		return fmt.Sprintf("mixed push %d×%dB c%d%s + %dg×%dc pop%d%s", c.Batch, c.Size, c.Conns, rate, c.Groups, c.Consumers, c.Batch, mode)
+		return fmt.Sprintf("mixed push %d×%dB p%d c%d%s + %dg×%dc pop%d%s", c.Batch, c.Size, c.Partitions, c.Conns, rate, c.Groups, c.Consumers, c.PopBatch, mode)
 	}
-	return fmt.Sprintf("mixed push %d×%dB c%d%s + pop%d%s c%d", c.Batch, c.Size, c.Conns, rate, c.Batch, mode, c.Consumers)
+	return fmt.Sprintf("mixed push %d×%dB p%d c%d%s + pop%d%s c%d", c.Batch, c.Size, c.Partitions, c.Conns, rate, c.PopBatch, mode, c.Consumers)
 }
 
 var mixedScenario = scenario{
 	name:     "mixed",
 	help:     "push and consume at once on a fresh queue; reports the consumer lag; --rate caps the pushes",
-	own:      []string{"groups", "autoack", "rate"},
+	own:      []string{"groups", "autoack", "rate", "pop-batch"},
 	defaults: map[string]string{"conns": "8"},
 	jobs:     func(o *options) []job { return []job{newJob("mixed", o.mixed(), RunMixed)} },
 }
 
 func (o *options) mixed() MixedConfig {
-	return MixedConfig{Batch: o.batch, Size: o.size, Partitions: o.partitions, Conns: o.conns, Consumers: o.consumers,
+	return MixedConfig{Batch: o.batch, PopBatch: o.popBatchOr(o.batch), Size: o.size, Partitions: o.partitions, Conns: o.conns, Consumers: o.consumers,
 		Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
 }
 
@@ -127,7 +129,7 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 		}
 	}()
 
-	st := runConsumers(oneQueue(c, queue), groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, 0, w, &errs)
+	st := runConsumers(oneQueue(c, queue), groups, cfg.Consumers, cfg.PopBatch, cfg.AutoAck, 0, w, &errs)
 	wg.Wait()
 	<-sampled
 	stopProgress()
@@ -150,7 +152,7 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 		// Growing: over the window the lag rose by more than the messages the consumers hold
 		// in flight (a batch each) plus 5% of what was pushed, i.e. not just noise.
 		rise := slope * r.Seconds
-		growing := rise > float64(cfg.Batch*cfg.Consumers*len(groups))+0.05*float64(pushMsgs.Load())
+		growing := rise > float64(cfg.PopBatch*cfg.Consumers*len(groups))+0.05*float64(pushMsgs.Load())
 		r.LagGrowing = &growing
 		trend := "steady"
 		if growing {

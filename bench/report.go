@@ -33,6 +33,10 @@ type Result struct {
 	BrokerRSSMB  *float64 `json:"brokerPeakRssMB,omitempty"`
 	PGCPU        *float64 `json:"pgCpuCores,omitempty"`
 	BenchCPU     *float64 `json:"benchCpuCores,omitempty"` // this load generator
+	// BrokerUsPerMsg and PGUsPerMsg are the CPU time each spent per message of MsgPerSec, in
+	// microseconds: what a message costs, whatever the rate.
+	BrokerUsPerMsg *float64 `json:"brokerCpuUsPerMsg,omitempty"`
+	PGUsPerMsg     *float64 `json:"pgCpuUsPerMsg,omitempty"`
 	CeilingRatio *float64 `json:"ceilingRatio,omitempty"`
 	// BrokerRSSPerSec is the broker's peak RSS in each second of the measured window, in MB
 	// (VmHWM reset every second where the bench may, else the largest of four samples);
@@ -104,7 +108,18 @@ func (r *Result) setErrors(e *errorCounts) {
 
 func (r *Result) done() *Result {
 	r.Verified = len(r.Failures) == 0
+	r.BrokerUsPerMsg, r.PGUsPerMsg = r.perMessage(r.BrokerCPU), r.perMessage(r.PGCPU)
 	return r
+}
+
+// perMessage is the CPU time of cores (busy cores over the window) per message of MsgPerSec, in
+// microseconds; nil when either is unknown.
+func (r *Result) perMessage(cores *float64) *float64 {
+	if cores == nil || r.MsgPerSec <= 0 || r.latencyOnly() {
+		return nil
+	}
+	us := *cores * 1e6 / r.MsgPerSec
+	return &us
 }
 
 // freshQueue names a queue no earlier run used.
@@ -321,7 +336,7 @@ func fmtRate(v float64) string {
 // printTable writes the summary table and, under it, each scenario's notes and failures.
 func printTable(out io.Writer, rep *Report) {
 	multi := len(rep.Targets) > 1
-	head := []string{"scenario", "msg/s", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "broker CPU", "broker RSS", "PG CPU", "bench CPU", "×ceiling", "verified"}
+	head := []string{"scenario", "msg/s", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "broker CPU", "broker µs/msg", "broker RSS", "PG CPU", "PG µs/msg", "bench CPU", "×ceiling", "verified"}
 	if multi {
 		head = append([]string{"broker"}, head...)
 	}
@@ -341,7 +356,8 @@ func printTable(out io.Writer, rep *Report) {
 		row := []string{r.Label, fmtRate(r.MsgPerSec), fmtRate(r.ReqPerSec),
 			fmt.Sprintf("%.1f", r.Latency.P50), fmt.Sprintf("%.1f", r.Latency.P95), fmt.Sprintf("%.1f", r.Latency.P99),
 			fmt.Sprint(r.Errors.HTTP + r.Errors.Transport + r.Errors.Items),
-			fmtOpt(r.BrokerCPU, "%.2f"), rss, fmtOpt(r.PGCPU, "%.2f"), fmtOpt(r.BenchCPU, "%.2f"),
+			fmtOpt(r.BrokerCPU, "%.2f"), fmtOpt(r.BrokerUsPerMsg, "%.1f"), rss, fmtOpt(r.PGCPU, "%.2f"), fmtOpt(r.PGUsPerMsg, "%.1f"),
+			fmtOpt(r.BenchCPU, "%.2f"),
 			fmtOpt(r.CeilingRatio, "%.3f"), verified}
 		if r.latencyOnly() {
 			row[1], row[2] = "-", "-"

@@ -31,7 +31,7 @@ type scenario struct {
 }
 
 func scenarios() []scenario {
-	return []scenario{ceilingScenario, pushScenario, consumeScenario, mixedScenario, streamsScenario, wakeScenario,
+	return []scenario{ceilingScenario, pushScenario, consumeScenario, mixedScenario, costScenario, streamsScenario, wakeScenario,
 		outageScenario, scrapeScenario, scaleScenario, soakScenario, allScenario}
 }
 

@@ -13,7 +13,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -692,6 +694,33 @@ func TestFrontDoorRun(t *testing.T) {
 	rep = runArgs("ceiling", "--url", a, "--token", "alpha", "--ca", caFile)
 	if rep.Failed || len(rep.Results) != 1 || !rep.Results[0].Skipped {
 		t.Fatalf("ceiling through a front door: failed %v, results %+v; want one skipped", rep.Failed, rep.Results)
+	}
+}
+
+// TestBeforeAndAfter compares the working tree with a revision the bench builds and starts
+// itself: both targets have their processes' figures, so the comparison covers the CPU a
+// message costs as well as the rate.
+func TestBeforeAndAfter(t *testing.T) {
+	if err := exec.Command("git", "rev-parse", "--verify", "HEAD").Run(); err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	o, err := parseArgs([]string{"push", "--vs-rev", "HEAD", "--duration", "1s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := execute(ctx(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed || len(rep.Results) != 4 {
+		t.Fatalf("push --vs-rev: failed %v, %d results; want 4 verified", rep.Failed, len(rep.Results))
+	}
+	var metrics []string
+	for _, c := range rep.Comparisons {
+		metrics = append(metrics, c.Metric)
+	}
+	if want := []string{"msg/s", "broker µs/msg", "PG µs/msg"}; !slices.Equal(metrics, want) {
+		t.Errorf("compared %q, want %q", metrics, want)
 	}
 }
 

@@ -51,6 +51,7 @@ type options struct {
 	scenario string
 	args     []string // after the scenario, for the report
 	url, vs  string
+	vsRev    string // a revision of this repository to build and start as --vs
 	token    string         // for --url: the flag, else QUEEN_BENCH_TOKEN
 	vsToken  string         // for --vs: the flag, else QUEEN_BENCH_VS_TOKEN
 	roots    *x509.CertPool // --ca added to the system's; nil without --ca
@@ -82,6 +83,7 @@ type options struct {
 	dimList, valueList, faultList string
 
 	set        map[string]bool // flags given on the command line
+	cleanups   []func()        // what execute undoes when it returns, last first
 	meshTarget *Target         // --mesh, once probed
 }
 
@@ -120,6 +122,7 @@ func parseArgs(args []string) (*options, error) {
 	o := &options{set: map[string]bool{}}
 	fs.StringVar(&o.url, "url", "", "broker base URL (default: build and start this project's broker with its own PostgreSQL)")
 	fs.StringVar(&o.vs, "vs", "", "a second broker: run each scenario on both, alternating A B A B, and print A/B")
+	fs.StringVar(&o.vsRev, "vs-rev", "", "as --vs, a broker built from this repository at this revision (commit, tag, branch), started\nwith its own PostgreSQL like the first: before and after, with both brokers' CPU per message")
 	ca := fs.String("ca", "", "PEM file of a CA to trust, besides the system's, for https:// targets")
 	fs.StringVar(&o.token, "token", "", "API key sent as a bearer token to --url (default: $QUEEN_BENCH_TOKEN)")
 	fs.StringVar(&o.vsToken, "vs-token", "", "API key sent as a bearer token to --vs (default: $QUEEN_BENCH_VS_TOKEN)")
@@ -185,6 +188,9 @@ func parseArgs(args []string) (*options, error) {
 		if v.n < 1 {
 			return nil, fmt.Errorf("--%s must be at least 1", v.name)
 		}
+	}
+	if o.vs != "" && o.vsRev != "" {
+		return nil, errors.New("--vs and --vs-rev both name the second broker: give one")
 	}
 	if o.set["pop-batch"] && o.popBatch < 1 {
 		return nil, errors.New("--pop-batch must be at least 1")
@@ -271,6 +277,11 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		return rep, finishReport(ctx, o, rep)
 	}
 
+	defer func() {
+		for _, f := range slices.Backward(o.cleanups) {
+			f()
+		}
+	}()
 	var a *Target
 	if o.url != "" {
 		a = &Target{URL: strings.TrimRight(o.url, "/"), Token: o.token, RootCAs: o.roots, PGConn: o.pg}
@@ -278,28 +289,27 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 			return nil, err
 		}
 	} else {
-		fmt.Println("starting the broker (go build ./cmd/queen, local PostgreSQL)...")
-		bp, err := startBrokers(ctx, o.env, o.scenario == "outage" || o.scenario == "soak", 1)
-		if err != nil {
+		if a, err = startOwn(ctx, o, rep, ""); err != nil {
 			return nil, err
 		}
-		defer func() {
-			if serr := bp.stop(); serr != nil {
-				fmt.Fprintln(os.Stderr, "bench:", serr)
-				rep.Failed = true
-			}
-		}()
-		a = bp.t
 	}
 	targets := []*Target{a}
 	rep.Targets = []string{a.URL}
-	if o.vs != "" {
+	switch {
+	case o.vs != "":
 		b := &Target{URL: strings.TrimRight(o.vs, "/"), Token: o.vsToken, RootCAs: o.roots}
 		if err := b.probe(); err != nil {
 			return nil, err
 		}
 		targets = append(targets, b)
 		rep.Targets = append(rep.Targets, b.URL)
+	case o.vsRev != "":
+		b, err := startOwn(ctx, o, rep, o.vsRev)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, b)
+		rep.Targets = append(rep.Targets, b.URL+" ("+o.vsRev+")")
 	}
 	if o.mesh != "" {
 		m := &Target{URL: strings.TrimRight(o.mesh, "/"), RootCAs: o.roots}
@@ -337,7 +347,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 			}
 		}
 		if rounds > 1 && !skipped {
-			rep.Comparisons = append(rep.Comparisons, compare(j, perTarget[0], perTarget[1]))
+			rep.Comparisons = append(rep.Comparisons, compare(j, perTarget[0], perTarget[1])...)
 		}
 	}
 	for _, r := range rep.Results {
@@ -351,6 +361,27 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		}
 	}
 	return rep, finishReport(ctx, o, rep)
+}
+
+// startOwn builds the broker of the working tree, or of rev when not "", starts it with its own
+// PostgreSQL and stops both when execute returns (a failure to stop fails the run).
+func startOwn(ctx context.Context, o *options, rep *Report, rev string) (*Target, error) {
+	what := "./cmd/queen"
+	if rev != "" {
+		what += " at " + rev
+	}
+	fmt.Printf("starting the broker (go build %s, local PostgreSQL)...\n", what)
+	bp, err := startBrokers(ctx, rev, o.env, o.scenario == "outage" || o.scenario == "soak", 1)
+	if err != nil {
+		return nil, err
+	}
+	o.cleanups = append(o.cleanups, func() {
+		if err := bp.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			rep.Failed = true
+		}
+	})
+	return bp.t, nil
 }
 
 // finishReport marks the run failed if a result failed, prints the table (and the scale
@@ -445,22 +476,43 @@ func printLine(r *Result) {
 }
 
 // compare averages each broker's rounds: msg/s, or p50 latency for wake and scrape.
-func compare(j job, a, b []*Result) Comparison {
-	metric := func(r *Result) float64 { return r.MsgPerSec }
-	name := "msg/s"
-	if s, _ := findScenario(j.name); s.latency {
-		metric, name = func(r *Result) float64 { return r.Latency.P50 }, "p50 ms"
+func compare(j job, a, b []*Result) []Comparison {
+	type metric struct {
+		name string
+		of   func(r *Result) *float64
 	}
-	mean := func(rs []*Result) float64 {
+	metrics := []metric{{"msg/s", func(r *Result) *float64 { return &r.MsgPerSec }},
+		// The CPU a message costs, where the bench sees both brokers' processes: steadier than
+		// msg/s on a machine the bench, the brokers and PostgreSQL share.
+		{"broker µs/msg", func(r *Result) *float64 { return r.BrokerUsPerMsg }},
+		{"PG µs/msg", func(r *Result) *float64 { return r.PGUsPerMsg }}}
+	if s, _ := findScenario(j.name); s.latency {
+		metrics = []metric{{"p50 ms", func(r *Result) *float64 { return &r.Latency.P50 }}}
+	}
+	// mean is the mean of the figure over rs; false when a result lacks it.
+	mean := func(m metric, rs []*Result) (float64, bool) {
 		var s float64
 		for _, r := range rs {
-			s += metric(r)
+			v := m.of(r)
+			if v == nil {
+				return 0, false
+			}
+			s += *v
 		}
-		return s / float64(max(1, len(rs)))
+		return s / float64(max(1, len(rs))), len(rs) > 0
 	}
-	c := Comparison{Label: j.label, Metric: name, A: mean(a), B: mean(b)}
-	if c.B > 0 {
-		c.Ratio = c.A / c.B
+	var out []Comparison
+	for _, m := range metrics {
+		ma, okA := mean(m, a)
+		mb, okB := mean(m, b)
+		if !okA || !okB {
+			continue
+		}
+		c := Comparison{Label: j.label, Metric: m.name, A: ma, B: mb}
+		if c.B > 0 {
+			c.Ratio = c.A / c.B
+		}
+		out = append(out, c)
 	}
-	return c
+	return out
 }

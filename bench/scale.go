@@ -130,7 +130,7 @@ func (c ScaleConfig) start(ctx context.Context, n int) ([]*Target, func() error,
 	if c.Start != nil {
 		return c.Start(ctx, n)
 	}
-	set, err := startBrokers(ctx, c.Env, true, n)
+	set, err := startBrokers(ctx, "", c.Env, true, n)
 	if err != nil {
 		return nil, nil, err
 	}

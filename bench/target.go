@@ -225,13 +225,13 @@ type brokerSet struct {
 	t       *Target  // the first broker
 }
 
-// startBrokers builds ./cmd/queen and runs n brokers in a temporary directory, each on a free
+// startBrokers builds ./cmd/queen, of the working tree or of revision rev when not "", and runs n brokers in a temporary directory, each on a free
 // port, and waits until each /health answers 200. One broker without ownPG runs its own local
 // PostgreSQL. With ownPG, or more than one broker, the bench runs that PostgreSQL itself and the
 // brokers reach it through PG_HOST, so the outage and soak scenarios can stop and start it;
 // several brokers are each other's mesh peers, as in a deployment. The first broker's Target
 // counts the others' CPU with its own.
-func startBrokers(ctx context.Context, env []string, ownPG bool, n int) (*brokerSet, error) {
+func startBrokers(ctx context.Context, rev string, env []string, ownPG bool, n int) (*brokerSet, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
@@ -252,11 +252,16 @@ func startBrokers(ctx context.Context, env []string, ownPG bool, n int) (*broker
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot open %s to the PostgreSQL user: %w", dir, err)
 	}
+	if rev != "" {
+		if root, err = checkout(ctx, root, rev, filepath.Join(dir, "src")); err != nil {
+			return nil, err
+		}
+	}
 	bin := filepath.Join(dir, "queen")
 	build := exec.CommandContext(ctx, goBinary(), "build", "-o", bin, "./cmd/queen")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("cannot build ./cmd/queen: %w: %s", err, out)
+		return nil, fmt.Errorf("cannot build ./cmd/queen in %s: %w: %s", root, err, out)
 	}
 	// The brokers' own environment: nothing of ours that would point them at another
 	// PostgreSQL, data directory or port.
@@ -320,6 +325,21 @@ func startBrokers(ctx context.Context, env []string, ownPG bool, n int) (*broker
 	}
 	ok = true
 	return s, nil
+}
+
+// checkout writes the tree of revision rev of the repository at root into dir (git archive,
+// which leaves the repository's worktrees and index alone) and returns dir.
+func checkout(ctx context.Context, root, rev, dir string) (string, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("cannot create %s: %w", dir, err)
+	}
+	tarball := dir + ".tar"
+	for _, args := range [][]string{{"git", "-C", root, "archive", "-o", tarball, rev}, {"tar", "-xf", tarball, "-C", dir}} {
+		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("cannot check out %s: %s: %w: %s", rev, strings.Join(args, " "), err, out)
+		}
+	}
+	return dir, nil
 }
 
 // start runs the broker and waits until /health answers.

@@ -51,7 +51,7 @@ type options struct {
 	scenario string
 	args     []string // after the scenario, for the report
 	url, vs  string
-	vsRev    string // a revision of this repository to build and start as --vs
+	vsRev    string         // a revision of this repository to build and start as --vs
 	token    string         // for --url: the flag, else QUEEN_BENCH_TOKEN
 	vsToken  string         // for --vs: the flag, else QUEEN_BENCH_VS_TOKEN
 	roots    *x509.CertPool // --ca added to the system's; nil without --ca

@@ -29,15 +29,15 @@ type Result struct {
 	Latency   Percentiles `json:"latencyMs"` // per request; per pop+ack cycle for consumers
 	Errors    Errors      `json:"errors"`
 
-	BrokerCPU    *float64 `json:"brokerCpuCores,omitempty"`
-	BrokerRSSMB  *float64 `json:"brokerPeakRssMB,omitempty"`
-	PGCPU        *float64 `json:"pgCpuCores,omitempty"`
-	BenchCPU     *float64 `json:"benchCpuCores,omitempty"` // this load generator
+	BrokerCPU   *float64 `json:"brokerCpuCores,omitempty"`
+	BrokerRSSMB *float64 `json:"brokerPeakRssMB,omitempty"`
+	PGCPU       *float64 `json:"pgCpuCores,omitempty"`
+	BenchCPU    *float64 `json:"benchCpuCores,omitempty"` // this load generator
 	// BrokerUsPerMsg and PGUsPerMsg are the CPU time each spent per message of MsgPerSec, in
 	// microseconds: what a message costs, whatever the rate.
 	BrokerUsPerMsg *float64 `json:"brokerCpuUsPerMsg,omitempty"`
 	PGUsPerMsg     *float64 `json:"pgCpuUsPerMsg,omitempty"`
-	CeilingRatio *float64 `json:"ceilingRatio,omitempty"`
+	CeilingRatio   *float64 `json:"ceilingRatio,omitempty"`
 	// BrokerRSSPerSec is the broker's peak RSS in each second of the measured window, in MB
 	// (VmHWM reset every second where the bench may, else the largest of four samples);
 	// BrokerRSSMB is the largest of them.

@@ -41,7 +41,7 @@ var allScenario = scenario{
 		fanOutLive.Groups, fanOutLive.Consumers, fanOutLive.Rate = 4, 2, 5_000
 		// The full cycle at the shape of the cost scenario, for its CPU per message.
 		cost := costConfig(mixed)
-		cost.Partitions, cost.PopBatch, cost.Consumers = 200, 1000, 4
+		cost.Partitions, cost.PopBatch, cost.Consumers, cost.MaxLag = 200, 1000, 4, 100_000
 		return []job{
 			newJob("ceiling", ceiling, RunCeiling),
 			newJob("push", push, RunPush),

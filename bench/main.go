@@ -63,6 +63,7 @@ type options struct {
 	duration, warmup time.Duration
 	batch, size      int
 	popBatch         int // mixed, cost: 0 pops --batch
+	maxLag           int // mixed, cost: 0 pushes whatever the lag
 	partitions       int
 	conns            int
 	consumers        int
@@ -134,6 +135,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each measurement")
 	fs.IntVar(&o.batch, "batch", 100, "messages per push request / per pop / rows per COPY")
 	fs.IntVar(&o.popBatch, "pop-batch", 0, "mixed, cost: messages per pop (default: --batch)")
+	fs.IntVar(&o.maxLag, "max-lag", 0, "mixed, cost: producers wait while the consumers are this many messages behind (0: never)")
 	fs.IntVar(&o.size, "size", 256, "payload bytes per message")
 	fs.IntVar(&o.partitions, "partitions", 10, "partitions the messages are spread over")
 	fs.IntVar(&o.conns, "conns", 16, "producer connections (ceiling: PostgreSQL connections)")
@@ -195,6 +197,9 @@ func parseArgs(args []string) (*options, error) {
 	if o.set["pop-batch"] && o.popBatch < 1 {
 		return nil, errors.New("--pop-batch must be at least 1")
 	}
+	if o.maxLag < 0 {
+		return nil, errors.New("--max-lag cannot be negative")
+	}
 	if o.groups < 0 || o.duration <= 0 || o.warmup < 0 {
 		return nil, errors.New("--groups, --duration and --warmup cannot be negative, --duration not zero")
 	}
@@ -247,9 +252,9 @@ func redactKeys(args []string) []string {
 	return out
 }
 
-// popBatchOr is --pop-batch, or def when it is not given.
+// popBatchOr is --pop-batch (or the scenario's default of it), else def.
 func (o *options) popBatchOr(def int) int {
-	if o.set["pop-batch"] {
+	if o.popBatch > 0 {
 		return o.popBatch
 	}
 	return def

@@ -13,17 +13,20 @@ import (
 // queue. Groups 0 is queue mode; N > 0 makes N consumer groups read every message (fan-out
 // under load).
 type MixedConfig struct {
-	Batch      int           `json:"batch"`
-	PopBatch   int           `json:"popBatch"`
-	Size       int           `json:"size"`
-	Partitions int           `json:"partitions"`
-	Conns      int           `json:"conns"`
-	Consumers  int           `json:"consumers"`
-	Groups     int           `json:"groups"`
-	AutoAck    bool          `json:"autoAck"`
-	Rate       int           `json:"rate"` // total push rate in msg/s; 0 pushes as fast as the broker takes it
-	Duration   time.Duration `json:"durationNs"`
-	Warmup     time.Duration `json:"warmupNs"`
+	Batch      int  `json:"batch"`
+	PopBatch   int  `json:"popBatch"`
+	Size       int  `json:"size"`
+	Partitions int  `json:"partitions"`
+	Conns      int  `json:"conns"`
+	Consumers  int  `json:"consumers"`
+	Groups     int  `json:"groups"`
+	AutoAck    bool `json:"autoAck"`
+	Rate       int  `json:"rate"` // total push rate in msg/s; 0 pushes as fast as the broker takes it
+	// MaxLag holds the producers back while the slowest group is more than this many messages
+	// behind (0: never): the rate the whole cycle sustains, rather than the pushes' alone.
+	MaxLag   int           `json:"maxLag,omitempty"`
+	Duration time.Duration `json:"durationNs"`
+	Warmup   time.Duration `json:"warmupNs"`
 }
 
 func (c MixedConfig) label() string {
@@ -44,13 +47,13 @@ func (c MixedConfig) label() string {
 var mixedScenario = scenario{
 	name:     "mixed",
 	help:     "push and consume at once on a fresh queue; reports the consumer lag; --rate caps the pushes",
-	own:      []string{"groups", "autoack", "rate", "pop-batch"},
+	own:      []string{"groups", "autoack", "rate", "pop-batch", "max-lag"},
 	defaults: map[string]string{"conns": "8"},
 	jobs:     func(o *options) []job { return []job{newJob("mixed", o.mixed(), RunMixed)} },
 }
 
 func (o *options) mixed() MixedConfig {
-	return MixedConfig{Batch: o.batch, PopBatch: o.popBatchOr(o.batch), Size: o.size, Partitions: o.partitions, Conns: o.conns, Consumers: o.consumers,
+	return MixedConfig{Batch: o.batch, PopBatch: o.popBatchOr(o.batch), MaxLag: o.maxLag, Size: o.size, Partitions: o.partitions, Conns: o.conns, Consumers: o.consumers,
 		Groups: o.groups, AutoAck: o.autoAck, Rate: o.rate, Duration: o.duration, Warmup: o.warmup}
 }
 
@@ -97,6 +100,9 @@ func RunMixed(ctx context.Context, t *Target, cfg MixedConfig) (*Result, error) 
 			pace := newPacer(cfg.Rate, cfg.Batch*cfg.Conns)
 			for n := 0; !w.over(); n++ {
 				pace.wait(n)
+				for cfg.MaxLag > 0 && lag() > int64(cfg.MaxLag) && !w.over() {
+					time.Sleep(2 * time.Millisecond)
+				}
 				sent := now()
 				ok := p.push((i+n)%len(parts), cfg.Batch)
 				if done := now(); w.in(done) {

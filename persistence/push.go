@@ -3,12 +3,14 @@ package persistence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -47,15 +49,42 @@ type PushResult struct {
 // Push stores items in one transaction and returns one result per item, in order. BEGIN
 // travels with its first batch and COMMIT with its second, so the partition locks taken in the
 // first are held for one round trip and the commit, which bounds a hot partition's throughput.
+//
+// The first attempt does not look the transactionIds up: the unique index on (partition_id,
+// transaction_id) refuses one already stored as the messages go in, at no extra cost, where the
+// lookup cost an index probe per message. A refusal (a producer's retry, a replayed spool: rare)
+// rolls the push back and runs it again with the lookup, which answers such items "duplicate".
 func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
+	out, err := s.push(ctx, items, false)
+	if errors.Is(err, errStoredTransaction) {
+		out, err = s.push(ctx, items, true)
+	}
+	return out, err
+}
+
+func (s *Store) push(ctx context.Context, items []PushItem, lookUp bool) ([]PushResult, error) {
 	var out []PushResult
 	err := s.pipelinedTx(ctx, "push", func(conn *pgx.Conn) error {
 		var err error
-		out, err = pushInTx(ctx, conn, items, true, s.sealer)
+		out, err = pushInTx(ctx, conn, items, pushOptions{explicit: true, lookUp: lookUp}, s.sealer)
 		return err
 	})
 	return out, err
 }
+
+// pushOptions say how pushInTx runs.
+type pushOptions struct {
+	// explicit: tx is a bare connection; the first batch opens the transaction and the second
+	// commits it.
+	explicit bool
+	// lookUp: the stored transactionIds are looked up first and their items answered
+	// "duplicate"; without, a stored one fails the push with errStoredTransaction.
+	lookUp bool
+}
+
+// errStoredTransaction is a push without the lookup refused by the unique index: an item's
+// transactionId is stored in its partition already.
+var errStoredTransaction = errors.New("a transactionId of the push is stored already")
 
 // PushLaneKey keys a push item by its queue and partition, for the push lanes (fusion.Lanes):
 // a push holds its partitions' row locks until it commits, so pushes to one partition could
@@ -101,14 +130,15 @@ const duplicateProbeSQL = `SELECT p.id, v.tx, m.id
 
 // pushInTx creates missing queues and partitions, locks the target partitions in id order (the
 // lock serialises pushes per partition so sequence order equals commit order, and id order keeps
-// two concurrent batches from deadlocking), finds transactionIds already stored, numbers the new
-// messages after each partition's head and inserts them with one unnest statement.
-//
-// With explicit, tx is a bare connection: the first batch opens the transaction and the second
-// commits it.
+// two concurrent batches from deadlocking), finds transactionIds already stored (o.lookUp),
+// numbers the new messages after each partition's head and inserts them with one unnest
+// statement. The lock is FOR NO KEY UPDATE, which the push's own update of last_seq takes
+// anyway: FOR UPDATE would also block the foreign-key checks (FOR KEY SHARE) of the pops that
+// write a consumer row of the partition, making each wait for the pushes in flight.
 //
 // Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
-func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bool, sealer PayloadSealer) ([]PushResult, error) {
+func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptions, sealer PayloadSealer) ([]PushResult, error) {
+	explicit := o.explicit
 	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
 	parts := map[partitionKey]bool{}
 	for _, it := range items {
@@ -152,8 +182,10 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		FROM unnest($1::text[], $2::text[]) AS v(q, p)
 		JOIN queen.queues q ON q.name = v.q
 		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
-		ORDER BY p.id FOR UPDATE OF p`, pq, pp)
-	b.Queue(duplicateProbeSQL, txQ, txP, txIDs)
+		ORDER BY p.id FOR NO KEY UPDATE OF p`, pq, pp)
+	if o.lookUp {
+		b.Queue(duplicateProbeSQL, txQ, txP, txIDs)
+	}
 	br := tx.SendBatch(ctx, b)
 	if explicit {
 		if _, err := br.Exec(); err != nil {
@@ -197,24 +229,26 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		return nil, fmt.Errorf("cannot lock partitions: %w", err)
 	}
 	existing := map[dedupKey]uuid.UUID{}
-	rows, err = br.Query()
-	if err != nil {
-		br.Close()
-		return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
-	}
-	for rows.Next() {
-		var k dedupKey
-		var id uuid.UUID
-		if err := rows.Scan(&k.partition, &k.txID, &id); err != nil {
-			rows.Close()
+	if o.lookUp {
+		rows, err = br.Query()
+		if err != nil {
 			br.Close()
 			return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
 		}
-		existing[k] = id
+		for rows.Next() {
+			var k dedupKey
+			var id uuid.UUID
+			if err := rows.Scan(&k.partition, &k.txID, &id); err != nil {
+				rows.Close()
+				br.Close()
+				return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
+			}
+			existing[k] = id
+		}
+		rows.Close()
 	}
-	rows.Close()
 	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("cannot look up transaction ids: %w", err)
+		return nil, fmt.Errorf("cannot lock partitions: %w", err)
 	}
 
 	out := make([]PushResult, len(items))
@@ -293,6 +327,10 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, explicit bo
 		b.Queue("COMMIT")
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		var pgErr *pgconn.PgError
+		if !o.lookUp && errors.As(err, &pgErr) && pgErr.ConstraintName == "messages_partition_transaction" {
+			return nil, errStoredTransaction
+		}
 		return nil, fmt.Errorf("cannot insert messages: %w", err)
 	}
 	return out, nil

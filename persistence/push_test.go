@@ -72,6 +72,15 @@ func TestPushSequenceAndDuplicates(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newStoreEnv(t)
+			// A stored transactionId is refused by the unique index and the push run again
+			// with the lookup: not a database error.
+			var dbErrors int
+			e.s.OnError(func() { dbErrors++ })
+			t.Cleanup(func() {
+				if dbErrors > 0 {
+					t.Errorf("%d database errors counted", dbErrors)
+				}
+			})
 			// The first id and call each (partition, transactionId) was queued with.
 			type key struct {
 				partition uuid.UUID

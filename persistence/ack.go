@@ -110,15 +110,20 @@ type dlqRow struct {
 
 // ackedMessagesSQL finds the message of each acknowledgement ($2 in partition $1, for tenant
 // $3), in the order of the items. A partition outside the item's scope joins nothing: no
-// message, no names, the answer of a partition id that does not exist. The partition and the
-// message are each a probe of an index of their own (see duplicateProbeSQL): as a plain join,
-// PostgreSQL hashed every partition with its queue for each ack, 10 ms an ack at 10k
-// partitions.
-var ackedMessagesSQL = `SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
-	FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)
-	LEFT JOIN LATERAL (SELECT p.id, p.name, q.name AS queue, q.retry_limit
-		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		WHERE p.id = v.pid AND ` + inScope("q.name", "v.scope") + ` LIMIT 1) p ON true
+// message, no names, the answer of a partition id that does not exist. Each distinct partition
+// is looked up once (an ack batch names a few partitions for hundreds of messages), then each
+// message is a probe of the (partition_id, transaction_id) index (see duplicateProbeSQL): as a
+// plain join, PostgreSQL hashed every partition with its queue for each ack, 10 ms an ack at
+// 10k partitions.
+var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)),
+	parts AS (SELECT k.pid, k.scope, p.id, p.name, p.queue, p.retry_limit
+		FROM (SELECT DISTINCT pid, scope FROM v) k
+		CROSS JOIN LATERAL (SELECT p.id, p.name, q.name AS queue, q.retry_limit
+			FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+			WHERE p.id = k.pid AND ` + inScope("q.name", "k.scope") + ` LIMIT 1) p)
+	SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
+	FROM v
+	LEFT JOIN parts p ON p.pid = v.pid AND p.scope = v.scope
 	LEFT JOIN LATERAL (SELECT m.seq FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
 	ORDER BY v.ord`
 

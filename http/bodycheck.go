@@ -45,9 +45,11 @@ func (w *bodyWalker) space() {
 	}
 }
 
-// pathElem is a field name or, with index >= 0, an array position.
+// pathElem is a field name or, with index >= 0, an array position. The name is the body's
+// own bytes (decoded when it had escapes): the path is kept for every value but turned into
+// text only for an error, so walking a body allocates nothing per field.
 type pathElem struct {
-	key   string
+	key   []byte
 	index int
 }
 
@@ -58,9 +60,9 @@ func (w *bodyWalker) field() string {
 		case p.index >= 0:
 			s += "[" + strconv.Itoa(p.index) + "]"
 		case s == "":
-			s = p.key
+			s = string(p.key)
 		default:
-			s += "." + p.key
+			s += "." + string(p.key)
 		}
 	}
 	if s == "" {
@@ -77,13 +79,13 @@ func (w *bodyWalker) fail(err error) {
 }
 
 // key is the innermost field name, for the length cap of names.
-func (w *bodyWalker) key() string {
+func (w *bodyWalker) key() []byte {
 	for j := len(w.path) - 1; j >= 0; j-- {
 		if w.path[j].index < 0 {
 			return w.path[j].key
 		}
 	}
-	return ""
+	return nil
 }
 
 func (w *bodyWalker) value(depth int) {
@@ -103,10 +105,10 @@ func (w *bodyWalker) value(depth int) {
 		w.array(depth)
 	case '"':
 		limit := maxBodyText
-		if nameKeys[w.key()] {
+		if nameKeys[string(w.key())] {
 			limit = maxName
 		}
-		w.str(w.field(), limit)
+		w.str(false, limit)
 	default:
 		w.scalar()
 	}
@@ -128,7 +130,7 @@ func (w *bodyWalker) object(depth int) {
 			w.stop = true
 			return
 		}
-		k, ok := w.str(w.field()+" key", maxBodyText)
+		k, ok := w.str(true, maxBodyText)
 		if !ok {
 			return
 		}
@@ -139,7 +141,7 @@ func (w *bodyWalker) object(depth int) {
 		}
 		w.i++
 		w.path = append(w.path, pathElem{key: k, index: -1})
-		if freeJSON[k] {
+		if freeJSON[string(k)] {
 			w.skip()
 		} else {
 			w.value(depth + 1)
@@ -193,9 +195,17 @@ func (w *bodyWalker) scalar() {
 	}
 }
 
-// str reads the string at w.i, checking it against the boundary's rules. It returns the string
-// as the decoders will see it (keys are looked up by name), and whether to go on.
-func (w *bodyWalker) str(name string, limit int) (string, bool) {
+// str reads the string at w.i, a field name when isKey, checking it against the boundary's
+// rules. It returns the string as the decoders will see it (keys are looked up by name), and
+// whether to go on.
+func (w *bodyWalker) str(isKey bool, limit int) ([]byte, bool) {
+	// name is what an error calls the string: made only for an error.
+	name := func() string {
+		if isKey {
+			return w.field() + " key"
+		}
+		return w.field()
+	}
 	w.i++ // opening quote
 	start, runes, plain := w.i, 0, true
 	for w.i < len(w.b) {
@@ -205,32 +215,32 @@ func (w *bodyWalker) str(name string, limit int) (string, bool) {
 			end := w.i
 			w.i++
 			if runes > limit {
-				w.fail(badf(fmt.Sprintf("%s must be at most %d characters", name, limit)))
-				return "", false
+				w.fail(badf(fmt.Sprintf("%s must be at most %d characters", name(), limit)))
+				return nil, false
 			}
 			if plain {
-				return string(w.b[start:end]), true
+				return w.b[start:end], true
 			}
 			var s string
 			if json.Unmarshal(w.b[start-1:w.i], &s) != nil {
 				w.stop = true
-				return "", false
+				return nil, false
 			}
-			return s, true
+			return []byte(s), true
 		case c == '\\':
 			plain = false
 			if w.i+1 >= len(w.b) {
 				w.stop = true
-				return "", false
+				return nil, false
 			}
 			if w.b[w.i+1] == 'u' {
 				if w.i+6 > len(w.b) {
 					w.stop = true
-					return "", false
+					return nil, false
 				}
 				if string(w.b[w.i+2:w.i+6]) == "0000" {
-					w.fail(badf(name + ` must not contain the character \u0000`))
-					return "", false
+					w.fail(badf(name() + ` must not contain the character \u0000`))
+					return nil, false
 				}
 				w.i += 6
 			} else {
@@ -243,15 +253,15 @@ func (w *bodyWalker) str(name string, limit int) (string, bool) {
 		default:
 			r, size := utf8.DecodeRune(w.b[w.i:])
 			if r == utf8.RuneError && size == 1 {
-				w.fail(badf(name + " must be valid UTF-8"))
-				return "", false
+				w.fail(badf(name() + " must be valid UTF-8"))
+				return nil, false
 			}
 			w.i += size
 			runes++
 		}
 	}
 	w.stop = true
-	return "", false
+	return nil, false
 }
 
 // skip steps over one JSON value of any depth without looking inside its strings.

@@ -20,3 +20,20 @@ func BenchmarkDecodeAckBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckPushBody walks the body of a push of 100 × 256 B through the validation boundary.
+func BenchmarkCheckPushBody(b *testing.B) {
+	var items []string
+	payload := `{"data":"` + strings.Repeat("x", 240) + `"}`
+	for i := range 100 {
+		items = append(items, fmt.Sprintf(`{"queue":"orders","partition":"p-%d","transactionId":"tx-%06d","payload":%s}`, i%10, i, payload))
+	}
+	body := []byte(`{"items":[` + strings.Join(items, ",") + `]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkBody(body, 10000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

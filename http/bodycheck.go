@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -271,18 +272,26 @@ func (w *bodyWalker) skip() {
 	for w.i < len(w.b) {
 		switch w.b[w.i] {
 		case '"':
-			w.i++
-			for w.i < len(w.b) && w.b[w.i] != '"' {
-				if w.b[w.i] == '\\' {
-					w.i++
+			// The string ends at the first quote after an even run of backslashes (an odd run
+			// escapes it); IndexByte finds the candidates many bytes at a time, which matters
+			// for payloads, the bulk of a push.
+			start := w.i + 1
+			w.i = start
+			for {
+				j := bytes.IndexByte(w.b[w.i:], '"')
+				if j < 0 { // the body ends inside the string
+					w.i, w.stop = len(w.b), true
+					return
 				}
-				w.i++
+				q, escapes := w.i+j, 0
+				for k := q - 1; k >= start && w.b[k] == '\\'; k-- {
+					escapes++
+				}
+				w.i = q + 1
+				if escapes%2 == 0 {
+					break
+				}
 			}
-			if w.i >= len(w.b) { // the body ends inside the string (or its last escape)
-				w.i, w.stop = len(w.b), true
-				return
-			}
-			w.i++
 		case '{', '[':
 			depth++
 			w.i++

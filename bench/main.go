@@ -84,7 +84,6 @@ type options struct {
 	dimList, valueList, faultList string
 
 	set        map[string]bool // flags given on the command line
-	cleanups   []func()        // what execute undoes when it returns, last first
 	meshTarget *Target         // --mesh, once probed
 }
 
@@ -282,21 +281,32 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		return rep, finishReport(ctx, o, rep)
 	}
 
+	// The brokers the bench started, stopped when the run ends (a failure to stop fails it).
+	var own []*brokerSet
 	defer func() {
-		for _, f := range slices.Backward(o.cleanups) {
-			f()
+		for _, bp := range slices.Backward(own) {
+			if err := bp.stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				rep.Failed = true
+			}
 		}
 	}()
+	startTarget := func(rev string) (*Target, error) {
+		bp, err := startOwn(ctx, o, rev)
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, bp)
+		return bp.t, nil
+	}
 	var a *Target
 	if o.url != "" {
 		a = &Target{URL: strings.TrimRight(o.url, "/"), Token: o.token, RootCAs: o.roots, PGConn: o.pg}
 		if err := a.probe(); err != nil {
 			return nil, err
 		}
-	} else {
-		if a, err = startOwn(ctx, o, rep, ""); err != nil {
-			return nil, err
-		}
+	} else if a, err = startTarget(""); err != nil {
+		return nil, err
 	}
 	targets := []*Target{a}
 	rep.Targets = []string{a.URL}
@@ -309,7 +319,7 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		targets = append(targets, b)
 		rep.Targets = append(rep.Targets, b.URL)
 	case o.vsRev != "":
-		b, err := startOwn(ctx, o, rep, o.vsRev)
+		b, err := startTarget(o.vsRev)
 		if err != nil {
 			return nil, err
 		}
@@ -368,25 +378,15 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 	return rep, finishReport(ctx, o, rep)
 }
 
-// startOwn builds the broker of the working tree, or of rev when not "", starts it with its own
-// PostgreSQL and stops both when execute returns (a failure to stop fails the run).
-func startOwn(ctx context.Context, o *options, rep *Report, rev string) (*Target, error) {
+// startOwn builds the broker of the working tree, or of rev when not "", and starts it with its
+// own PostgreSQL.
+func startOwn(ctx context.Context, o *options, rev string) (*brokerSet, error) {
 	what := "./cmd/queen"
 	if rev != "" {
 		what += " at " + rev
 	}
 	fmt.Printf("starting the broker (go build %s, local PostgreSQL)...\n", what)
-	bp, err := startBrokers(ctx, rev, o.env, o.scenario == "outage" || o.scenario == "soak", 1)
-	if err != nil {
-		return nil, err
-	}
-	o.cleanups = append(o.cleanups, func() {
-		if err := bp.stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			rep.Failed = true
-		}
-	})
-	return bp.t, nil
+	return startBrokers(ctx, rev, o.env, o.scenario == "outage" || o.scenario == "soak", 1)
 }
 
 // finishReport marks the run failed if a result failed, prints the table (and the scale

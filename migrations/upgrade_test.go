@@ -2,11 +2,8 @@ package migrations_test
 
 import (
 	"context"
-	"io/fs"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -22,21 +19,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // upTo is the broker's migration set as a release that ended at version last shipped it.
 func upTo(t *testing.T, last int) pg.MigrationSet {
 	t.Helper()
-	files := fstest.MapFS{}
-	entries, err := fs.ReadDir(migrations.Files, ".")
+	all, err := migrations.Set.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		prefix, _, _ := strings.Cut(e.Name(), "_")
-		if v, err := strconv.Atoi(prefix); err != nil || v > last {
-			continue
+	files := fstest.MapFS{}
+	for _, m := range all {
+		if m.Version <= last {
+			files[m.Name] = &fstest.MapFile{Data: []byte(m.SQL)}
 		}
-		body, err := fs.ReadFile(migrations.Files, e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[e.Name()] = &fstest.MapFile{Data: body}
 	}
 	set := migrations.Set
 	set.Files = files

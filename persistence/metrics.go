@@ -48,6 +48,15 @@ func firstUnconsumed(cursor string) string {
 		ORDER BY m.seq LIMIT 1)`
 }
 
+// clusterTotalsSQL sums the brokers' lifetime rows, one column per counter of brokerCounters.
+var clusterTotalsSQL = func() string {
+	sums := make([]string, len(brokerCounters))
+	for i, c := range columns(brokerCounters) {
+		sums[i] = "COALESCE(sum(" + c + "), 0)::int8"
+	}
+	return `SELECT ` + strings.Join(sums, ", ") + ` FROM queen.stats_totals`
+}()
+
 // ReadMetrics reads the cluster's lifetime counters (the sums of the brokers' rows of
 // queen.stats_totals, which the statistics flush adds to) with the per-queue and per-group
 // backlogs, in one round trip. Its cost grows with the number of queues and partitions (hash
@@ -55,12 +64,8 @@ func firstUnconsumed(cursor string) string {
 // of messages.
 func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
 	var snap MetricsSnapshot
-	sums := make([]string, len(brokerCounters))
-	for i, c := range columns(brokerCounters) {
-		sums[i] = "COALESCE(sum(" + c + "), 0)::int8"
-	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT ` + strings.Join(sums, ", ") + ` FROM queen.stats_totals`)
+	b.Queue(clusterTotalsSQL)
 	b.Queue(`
 		WITH backlog AS (
 			SELECT p.queue_id, sum(p.last_seq - f.seq + 1)::int8 AS pending, min(f.created_at) AS oldest

@@ -138,7 +138,6 @@ const duplicateProbeSQL = `SELECT p.id, v.tx, m.id
 //
 // Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
 func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptions, sealer PayloadSealer) ([]PushResult, error) {
-	explicit := o.explicit
 	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
 	parts := map[partitionKey]bool{}
 	for _, it := range items {
@@ -166,7 +165,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	}
 
 	b := &pgx.Batch{}
-	if explicit {
+	if o.explicit {
 		b.Queue("BEGIN")
 	}
 	// Namespace and task derive from the queue name (ns.task...) as in the reference, without
@@ -187,7 +186,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 		b.Queue(duplicateProbeSQL, txQ, txP, txIDs)
 	}
 	br := tx.SendBatch(ctx, b)
-	if explicit {
+	if o.explicit {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return nil, fmt.Errorf("cannot begin a push: %w", err)
@@ -304,7 +303,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	}
 	b = &pgx.Batch{}
 	if len(colID) == 0 {
-		if explicit {
+		if o.explicit {
 			b.Queue("COMMIT")
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return nil, fmt.Errorf("cannot commit a push: %w", err)
@@ -323,7 +322,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 		colPart, colSeq, colID, colTx, colTrace, colPayload, colEnc, colSub)
 	b.Queue(`UPDATE queen.partitions p SET last_seq = v.seq, last_message_at = now()
 		FROM unnest($1::uuid[], $2::int8[]) AS v(id, seq) WHERE p.id = v.id AND p.last_seq < v.seq`, headIDs, headSeqs)
-	if explicit {
+	if o.explicit {
 		b.Queue("COMMIT")
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {

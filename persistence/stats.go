@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -342,7 +343,12 @@ func (s *Store) FlushStats(ctx context.Context, f StatsFlush) (FlushedStats, err
 
 	batch := &pgx.Batch{}
 	batch.Queue(brokerUpsert, args...)
-	batch.Queue(totalsUpsert, targs...)
+	// A flush of nothing (an idle broker flushes at every metrics read) leaves the lifetime
+	// row alone rather than writing a new version of it.
+	counted := slices.ContainsFunc(counters, func(v int64) bool { return v != 0 })
+	if counted {
+		batch.Queue(totalsUpsert, targs...)
+	}
 	batch.Queue(queueUpsert, qargs...)
 	batch.Queue(`SELECT name FROM queen.queues WHERE name = ANY($1::text[])`, names)
 	br := s.pool.SendBatch(ctx, batch)
@@ -350,8 +356,10 @@ func (s *Store) FlushStats(ctx context.Context, f StatsFlush) (FlushedStats, err
 	if _, err := br.Exec(); err != nil {
 		return out, fmt.Errorf("cannot add to the broker's statistics: %w", err)
 	}
-	if _, err := br.Exec(); err != nil {
-		return out, fmt.Errorf("cannot add to the broker's lifetime counters: %w", err)
+	if counted {
+		if _, err := br.Exec(); err != nil {
+			return out, fmt.Errorf("cannot add to the broker's lifetime counters: %w", err)
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -490,8 +490,8 @@ func TestSoakSmoke(t *testing.T) {
 	for _, ts := range s.Tables {
 		tables[ts.Name] = ts.Total > 0
 	}
-	if !tables["queen.messages"] {
-		t.Fatalf("soak: no size for queen.messages among %+v", s.Tables)
+	if !tables["queen.segments"] {
+		t.Fatalf("soak: no size for queen.segments among %+v", s.Tables)
 	}
 }
 

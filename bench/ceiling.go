@@ -47,8 +47,9 @@ func (o *options) ceiling() CeilingConfig {
 	return CeilingConfig{Batch: o.batch, Size: o.size, Conns: o.conns, Partitions: o.partitions, Duration: o.duration, Warmup: o.warmup}
 }
 
-// ceilingSchema is queen.messages as the broker's migrations create it, its dedup index
-// included, in a schema of its own so that the ceiling never touches the broker's tables.
+// ceilingSchema is the row-per-message table the broker stored messages in until migration
+// 0006 (segments), its dedup index included, in a schema of its own so that the ceiling never
+// touches the broker's tables: the per-row ceiling the standard scenarios are measured against.
 func ceilingSchema() (string, error) {
 	sql, err := fs.ReadFile(migrations.Files, "0001_core.sql")
 	if err != nil {

@@ -112,7 +112,7 @@ type dlqRow struct {
 // $3), in the order of the items. A partition outside the item's scope joins nothing: no
 // message, no names, the answer of a partition id that does not exist. Each distinct partition
 // is looked up once (an ack batch names a few partitions for hundreds of messages), then each
-// message is a probe of the (partition_id, transaction_id) index (see duplicateProbeSQL): as a
+// message is a probe of message_transactions' key (see duplicateProbeSQL): as a
 // plain join, PostgreSQL hashed every partition with its queue for each ack, 10 ms an ack at
 // 10k partitions.
 var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)),
@@ -124,7 +124,7 @@ var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], 
 	SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
 	FROM v
 	LEFT JOIN parts p ON p.pid = v.pid AND p.scope = v.scope
-	LEFT JOIN LATERAL (SELECT m.seq FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
+	LEFT JOIN LATERAL (SELECT m.seq FROM queen.message_transactions m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
 	ORDER BY v.ord`
 
 // ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its

@@ -187,7 +187,7 @@ const partitionCounts = `
 		SELECT count(*) AS total,
 		       count(*) FILTER (WHERE m.seq > COALESCE(qm.cursor_seq, 0)) AS unconsumed,
 		       count(*) FILTER (WHERE qm.lease_expires_at > now() AND m.seq > qm.cursor_seq AND m.seq <= qm.lease_end_seq) AS processing
-		FROM queen.messages m WHERE m.partition_id = p.id) c`
+		FROM queen.message_seqs m WHERE m.partition_id = p.id) c`
 
 // queueModeDeadLetters counts, for partition p joined with partitionCounts, the messages
 // consumed in queue mode that were dead-lettered: one index probe per partition.
@@ -228,7 +228,7 @@ func (s *Store) ListQueues(ctx context.Context, f QueueFilter) ([]QueueSummary, 
 		      ORDER BY created_at DESC, name `+page+`) q
 		LEFT JOIN (queen.partitions p `+partitionCounts+`
 		           CROSS JOIN LATERAL (SELECT `+queueModeDeadLetters+` AS n) dl
-		           LEFT JOIN LATERAL `+firstUnconsumed("COALESCE(qm.cursor_seq, 0)")+` f ON true) ON p.queue_id = q.id
+		           LEFT JOIN LATERAL `+firstUnconsumed("p.id", "COALESCE(qm.cursor_seq, 0)")+` f ON true) ON p.queue_id = q.id
 		GROUP BY q.id, q.name, q.namespace, q.task, q.created_at
 		ORDER BY q.created_at DESC, q.name`, a.args...)
 	if err != nil {
@@ -304,8 +304,8 @@ func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error
 		FROM queen.queues WHERE name = $1`, name)
 	b.Queue(`
 		SELECT p.id, p.name, p.created_at,
-		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1),
-		       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq DESC LIMIT 1),
+		       (SELECT s.created_at FROM queen.segments s WHERE s.partition_id = p.id ORDER BY s.last_seq LIMIT 1),
+		       (SELECT s.created_at FROM queen.segments s WHERE s.partition_id = p.id ORDER BY s.last_seq DESC LIMIT 1),
 		       c.total, c.unconsumed, c.processing, `+queueModeDeadLetters+`,
 		       COALESCE(qm.total_messages_consumed, 0), COALESCE(qm.total_batches_consumed, 0), qm.last_consumed_at
 		FROM queen.queues q
@@ -366,7 +366,9 @@ func (s *Store) DeleteQueue(ctx context.Context, queue QueueName) (bool, error) 
 			// Lock the partitions in id order, as push does, so a push that already holds one
 			// commits its messages before they are deleted instead of leaving orphans.
 			b.Queue(`SELECT id FROM queen.partitions WHERE queue_id = $1 ORDER BY id FOR UPDATE`, id)
-			b.Queue(`DELETE FROM queen.messages WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = $1)`, id)
+			for _, table := range []string{"segments", "message_transactions", "dead_letter_queue", "message_traces"} {
+				b.Queue(`DELETE FROM queen.`+table+` WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = $1)`, id)
+			}
 			b.Queue(`DELETE FROM queen.queues WHERE id = $1`, id)
 		}
 		b.Queue(`DELETE FROM queen.consumer_groups_metadata WHERE queue_name = $1`, name)

@@ -50,14 +50,13 @@ func (g ConsumerGroupSummary) State() GroupState {
 // groupPositions is, for every partition_consumers row pc (the caller filters), its partition p,
 // queue q, offset lag and the time lag of its oldest unconsumed message (NULL when caught up):
 // lag.seconds and lag.created_at.
-const groupPositions = `
+var groupPositions = `
 	FROM queen.partition_consumers pc
 	JOIN queen.partitions p ON p.id = pc.partition_id
 	JOIN queen.queues q ON q.id = p.queue_id
 	LEFT JOIN LATERAL (
 		SELECT floor(extract(epoch FROM now() - m.created_at))::int8 AS seconds, m.created_at
-		FROM queen.messages m WHERE m.partition_id = pc.partition_id AND m.seq > pc.cursor_seq
-		ORDER BY m.seq LIMIT 1) lag ON true`
+		FROM ` + firstUnconsumed("pc.partition_id", "pc.cursor_seq") + ` m) lag ON true`
 
 // ListConsumerGroups lists every (group, queue) pair in scope that has cursors or a recorded
 // subscription, __QUEUE_MODE__ included, by group then queue.
@@ -247,8 +246,8 @@ func (s *Store) SeekQueue(ctx context.Context, group string, queue QueueName, to
 		tag, err := tx.Exec(ctx, `UPDATE queen.partition_consumers pc
 			SET cursor_seq = CASE
 			        WHEN $3::timestamptz IS NULL OR p.last_message_at <= $3 THEN p.last_seq
-			        ELSE (SELECT COALESCE(max(m.seq), 0) FROM queen.messages m
-			              WHERE m.partition_id = p.id AND m.created_at <= $3) END,
+			        ELSE (SELECT COALESCE(max(s.last_seq), 0) FROM queen.segments s
+			              WHERE s.partition_id = p.id AND s.created_at <= $3) END,
 			    `+releaseLease+`
 			FROM queen.partitions p
 			WHERE pc.partition_id = p.id AND pc.consumer_group = $1 AND pc.partition_id = ANY($2::uuid[])`, group, ids, to)
@@ -277,8 +276,8 @@ func (s *Store) SeekPartition(ctx context.Context, group string, queue QueueName
 			SET cursor_seq = EXCLUDED.cursor_seq, `+releaseLease+`
 			RETURNING pc.partition_id, pc.cursor_seq)
 		SELECT EXISTS (SELECT 1 FROM moved),
-		       (SELECT m.created_at FROM moved JOIN queen.messages m ON m.partition_id = moved.partition_id
-		        WHERE m.seq <= moved.cursor_seq ORDER BY m.seq DESC LIMIT 1)`, group, queue.Stored(), partition).Scan(&found, &movedTo)
+		       (SELECT s.created_at FROM moved JOIN queen.segments s ON s.partition_id = moved.partition_id
+		        WHERE s.first_seq <= moved.cursor_seq ORDER BY s.last_seq DESC LIMIT 1)`, group, queue.Stored(), partition).Scan(&found, &movedTo)
 	if err != nil {
 		return movedTo, false, fmt.Errorf("cannot seek consumer group %q on partition %s/%s: %w", group, queue, partition, err)
 	}

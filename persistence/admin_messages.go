@@ -33,8 +33,10 @@ const (
 //     pending otherwise; else, for a partition read only by named groups, completed once every
 //     group's cursor passed it, processing inside one of their active leases, pending otherwise;
 //   - lease_expires_at: the expiry of the lease covering the message, if any.
+//
+// The caller puts the FROM that yields m before it: queen.messages to browse, messageByTransaction
+// for one message.
 const messageState = `
-	FROM queen.messages m
 	JOIN queen.partitions p ON p.id = m.partition_id
 	JOIN queen.queues q ON q.id = p.queue_id
 	LEFT JOIN queen.partition_consumers qm ON qm.partition_id = m.partition_id AND qm.consumer_group = '__QUEUE_MODE__'
@@ -63,6 +65,11 @@ const messageState = `
 		                  WHEN bus.lease IS NOT NULL THEN 'processing' ELSE 'pending' END
 		         ELSE 'pending' END AS status,
 		       CASE WHEN qm.partition_id IS NOT NULL THEN ql.lease ELSE bus.lease END AS lease_expires_at) st`
+
+// messageByTransaction yields the message m of transactionId t.transaction_id in partition
+// t.partition_id: a probe of message_transactions' key and a read of the segment holding it,
+// where the queen.messages view would unnest the whole partition.
+const messageByTransaction = `FROM queen.message_transactions t CROSS JOIN LATERAL queen.message_at(t.partition_id, t.seq) m`
 
 // messageColumns are the columns of MessageInfo, in scan order.
 const messageColumns = `m.id, m.transaction_id, m.partition_id, q.name, p.name, q.namespace, q.task, m.trace_id,
@@ -188,7 +195,7 @@ func (s *Store) ListMessages(ctx context.Context, f MessageFilter) ([]MessageInf
 		JOIN queen.partitions p ON p.id = pc.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id
 		WHERE `+scope.where(), scope.args...)
-	b.Queue(`SELECT `+messageColumns+messageState+`
+	b.Queue(`SELECT `+messageColumns+` FROM queen.messages m`+messageState+`
 		WHERE `+list.where()+`
 		ORDER BY m.created_at DESC, m.id DESC
 		LIMIT `+limit+` OFFSET `+offset, list.args...)
@@ -239,14 +246,14 @@ type MessageDetail struct {
 func (s *Store) Message(ctx context.Context, partitionID uuid.UUID, transactionID string) (*MessageDetail, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+messageColumns+`, m.payload, m.is_encrypted, dl.error_message, dl.retry_count,
-			qm.partition_id IS NOT NULL, q.lease_time, q.retry_limit, q.retry_delay, q.ttl`+messageState+`
-		WHERE m.partition_id = $1 AND m.transaction_id = $2`, partitionID, transactionID)
+			qm.partition_id IS NOT NULL, q.lease_time, q.retry_limit, q.retry_delay, q.ttl `+messageByTransaction+messageState+`
+		WHERE t.partition_id = $1 AND t.transaction_id = $2`, partitionID, transactionID)
 	b.Queue(`SELECT pc.consumer_group, pc.cursor_seq >= m.seq,
 			CASE WHEN pc.lease_expires_at > now() AND m.seq > pc.cursor_seq AND m.seq <= pc.lease_end_seq
 			     THEN pc.lease_expires_at END
-		FROM queen.messages m
+		`+messageByTransaction+`
 		JOIN queen.partition_consumers pc ON pc.partition_id = m.partition_id
-		WHERE m.partition_id = $1 AND m.transaction_id = $2
+		WHERE t.partition_id = $1 AND t.transaction_id = $2
 		ORDER BY pc.consumer_group <> '__QUEUE_MODE__', pc.consumer_group COLLATE "C"`, partitionID, transactionID)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
@@ -274,15 +281,43 @@ func (s *Store) Message(ctx context.Context, partitionID uuid.UUID, transactionI
 	return &m, nil
 }
 
-// DeleteMessage deletes one message (its dead-letter entries and traces cascade). Cursors are
-// not adjusted. It reports whether the message existed.
+// DeleteMessage deletes one message with its dead-letter entries and traces, and frees its
+// transactionId. Its place in the segment stays, with NULL fields; a segment left with no
+// message goes. Cursors are not adjusted. It reports whether the message existed.
 func (s *Store) DeleteMessage(ctx context.Context, partitionID uuid.UUID, transactionID string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM queen.messages WHERE partition_id = $1 AND transaction_id = $2`,
-		partitionID, transactionID)
+	var found bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var segment pgtype.Int8
+		err := tx.QueryRow(ctx, `
+		WITH gone AS (
+			DELETE FROM queen.message_transactions WHERE partition_id = $1 AND transaction_id = $2 RETURNING seq),
+		blanked AS (
+			UPDATE queen.segments s
+			SET ids[x.i] = NULL, transaction_ids[x.i] = NULL, trace_ids[x.i] = NULL, payloads[x.i] = NULL,
+			    encrypted[x.i] = NULL, producer_subs[x.i] = NULL
+			FROM gone CROSS JOIN LATERAL (
+				SELECT last_seq, (gone.seq - first_seq + 1)::int AS i FROM queen.segments
+				WHERE partition_id = $1 AND last_seq >= gone.seq ORDER BY last_seq LIMIT 1) x
+			WHERE s.partition_id = $1 AND s.last_seq = x.last_seq
+			RETURNING s.last_seq),
+		dead AS (
+			DELETE FROM queen.dead_letter_queue d USING gone WHERE d.partition_id = $1 AND d.message_seq = gone.seq),
+		traces AS (
+			DELETE FROM queen.message_traces t USING gone WHERE t.partition_id = $1 AND t.message_seq = gone.seq)
+		SELECT EXISTS (SELECT 1 FROM gone), (SELECT last_seq FROM blanked)`, partitionID, transactionID).Scan(&found, &segment)
+		if err != nil || !segment.Valid {
+			return err
+		}
+		// A statement cannot delete the row its own CTE updated: the emptied segment goes in
+		// a second one.
+		_, err = tx.Exec(ctx, `DELETE FROM queen.segments
+			WHERE partition_id = $1 AND last_seq = $2 AND cardinality(array_remove(ids, NULL)) = 0`, partitionID, segment.Int64)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("cannot delete message %s/%s: %w", partitionID, transactionID, err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return found, nil
 }
 
 // DLQFilter selects dead-letter entries; empty strings, the zero QueueName and nil times match
@@ -343,7 +378,7 @@ func (s *Store) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, int64, er
 			       d.error_message, d.retry_count, m.payload, m.producer_sub, m.created_at, d.failed_at, d.id AS entry,
 			       m.is_encrypted
 			FROM queen.dead_letter_queue d
-			JOIN queen.messages m ON m.partition_id = d.partition_id AND m.seq = d.message_seq
+			CROSS JOIN LATERAL queen.message_at(d.partition_id, d.message_seq) m
 			JOIN queen.partitions p ON p.id = d.partition_id
 			JOIN queen.queues q ON q.id = p.queue_id
 			WHERE `+w.where()+`),

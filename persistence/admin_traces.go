@@ -33,7 +33,7 @@ func (s *Store) RecordTrace(ctx context.Context, scope Scope, r TraceRecord) (id
 	err = s.pool.QueryRow(ctx, `
 		INSERT INTO queen.message_traces (partition_id, message_seq, transaction_id, consumer_group, event_type, data, trace_names, worker_id)
 		SELECT m.partition_id, m.seq, m.transaction_id, $3, $4, $5, $6, $7
-		FROM queen.messages m
+		FROM queen.message_transactions m
 		JOIN queen.partitions p ON p.id = m.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id
 		WHERE m.partition_id = $1 AND m.transaction_id = $2 AND `+inScope("q.name", "$8")+`
@@ -63,7 +63,7 @@ type Trace struct {
 func (s *Store) MessageTraces(ctx context.Context, scope Scope, partitionID uuid.UUID, transactionID string) ([]Trace, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at, t.trace_names
-		FROM queen.messages m
+		FROM queen.message_transactions m
 		JOIN queen.partitions p ON p.id = m.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id
 		JOIN queen.message_traces t ON t.partition_id = m.partition_id AND t.message_seq = m.seq
@@ -108,7 +108,7 @@ func (s *Store) TracesByName(ctx context.Context, scope Scope, name string, limi
 		       t.trace_names, t.transaction_id, t.partition_id, q.name, p.name, m.payload, m.is_encrypted
 		FROM (SELECT 1) one
 		LEFT JOIN (page t
-			JOIN queen.messages m ON m.partition_id = t.partition_id AND m.seq = t.message_seq
+			CROSS JOIN LATERAL queen.message_at(t.partition_id, t.message_seq) m
 			JOIN queen.partitions p ON p.id = t.partition_id
 			JOIN queen.queues q ON q.id = p.queue_id) ON true
 		ORDER BY t.created_at DESC, t.id`, name, limit, offset, scope.Tenant)

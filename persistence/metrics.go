@@ -39,13 +39,19 @@ type MetricsSnapshot struct {
 	Streams  []StreamMetrics // every registered stream query
 }
 
-// firstUnconsumed is the oldest message of partition p after cursor (an expression), read only
-// when the partition's head is past the cursor: one index probe per partition with a backlog,
-// none for the others.
-func firstUnconsumed(cursor string) string {
-	return `(SELECT m.seq, m.created_at FROM queen.messages m
-		WHERE m.partition_id = p.id AND m.seq > ` + cursor + ` AND p.last_seq > ` + cursor + `
-		ORDER BY m.seq LIMIT 1)`
+// firstUnconsumed is the oldest message of partition (an expression) after cursor (another):
+// the first segment after the cursor that holds one (the first it reads, unless messages were
+// deleted), then the first of its messages after the cursor. Both steps read in index and
+// array order, without a sort (see claimReadSQL).
+func firstUnconsumed(partition, cursor string) string {
+	return `(SELECT s.first_seq + u.o - 1 AS seq, s.created_at
+		FROM (SELECT * FROM queen.segments s WHERE s.partition_id = ` + partition + ` AND s.last_seq > ` + cursor + `
+		        AND EXISTS (SELECT 1 FROM unnest(s.ids) WITH ORDINALITY AS u(id, o)
+		                    WHERE u.id IS NOT NULL AND s.first_seq + u.o - 1 > ` + cursor + `)
+		      ORDER BY s.last_seq LIMIT 1) s
+		CROSS JOIN LATERAL unnest(s.ids) WITH ORDINALITY AS u(id, o)
+		WHERE s.first_seq + u.o - 1 > ` + cursor + ` AND u.id IS NOT NULL
+		LIMIT 1)`
 }
 
 // clusterTotalsSQL sums the brokers' lifetime rows, one column per counter of brokerCounters.
@@ -72,7 +78,7 @@ func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
 			FROM queen.partitions p
 			LEFT JOIN queen.partition_consumers qm
 			       ON qm.partition_id = p.id AND qm.consumer_group = '` + QueueMode + `'
-			CROSS JOIN LATERAL ` + firstUnconsumed("COALESCE(qm.cursor_seq, 0)") + ` f
+			CROSS JOIN LATERAL ` + firstUnconsumed("p.id", "COALESCE(qm.cursor_seq, 0)") + ` f
 			GROUP BY p.queue_id),
 		dead AS (
 			SELECT p.queue_id, count(*) AS n
@@ -89,7 +95,7 @@ func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
 		FROM queen.partition_consumers pc
 		JOIN queen.partitions p ON p.id = pc.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id
-		LEFT JOIN LATERAL ` + firstUnconsumed("pc.cursor_seq") + ` f ON true
+		LEFT JOIN LATERAL ` + firstUnconsumed("p.id", "pc.cursor_seq") + ` f ON true
 		WHERE pc.consumer_group <> '` + QueueMode + `'
 		GROUP BY pc.consumer_group, q.name`)
 	// A scan of the state table: stream state is windows and aggregates, small beside messages.

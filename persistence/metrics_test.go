@@ -15,8 +15,10 @@ import (
 // on the partitions it reads, and sums the brokers' counters.
 func TestReadMetrics(t *testing.T) {
 	e := newStoreEnv(t)
-	e.push(items("q1", "p0", "c", "a1", "a2", "a3", "a4", "a5")...)
-	e.push(items("q1", "p1", "c", "b1", "b2", "b3")...)
+	for _, tx := range []string{"a1", "a2", "a3", "a4", "a5"} { // one push each, to age them apart
+		e.push(items("q1", "p0", "c", tx)...)
+	}
+	b := e.push(items("q1", "p1", "c", "b1", "b2", "b3")...)
 	e.push(items("q2", "p0", "c", "c1", "c2")...)
 	e.push(items("idle", "p0", "c", "d1")...)
 	e.setQueue("q2", "retry_limit = 0")
@@ -28,8 +30,10 @@ func TestReadMetrics(t *testing.T) {
 	}
 	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "idle"}, Batch: 1, AutoAck: true})
 	// Retention took b1 unread; a3, the oldest left in q1, is an hour old.
-	e.exec(`DELETE FROM queen.messages WHERE transaction_id = 'b1'`)
-	e.exec(`UPDATE queen.messages SET created_at = now() - interval '1 hour' WHERE transaction_id = 'a3'`)
+	if found, err := e.s.DeleteMessage(e.ctx, b[0].PartitionID, "b1"); !found || err != nil {
+		t.Fatalf("delete b1: %v %v", found, err)
+	}
+	e.age("1 hour", "a3")
 	// q2's first message fails with no retries left: dead-lettered.
 	res, lease = e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q2"}, Batch: 1})
 	if r := e.ack(ackOf(res.Messages[0], persistence.QueueMode, lease, persistence.AckFailed)); !r[0].DLQ {
@@ -38,7 +42,7 @@ func TestReadMetrics(t *testing.T) {
 	// Group g read one message of q1/p0 and none of p1 (no cursor there); group h is caught up.
 	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q1"}, Partition: "p0", Group: "g", Batch: 1, AutoAck: true})
 	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q2"}, Group: "h", Batch: 10, AutoAck: true})
-	e.exec(`UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE transaction_id = 'a2'`)
+	e.age("2 hours", "a2")
 
 	// Two brokers' flushes add to their lifetime rows; the read sums them.
 	for server, counted := range map[string]map[string]int64{

@@ -336,7 +336,12 @@ func (p *popTx) claimStatement(ctx context.Context, r PopRequest, c popCandidate
 
 // claimReadSQL is the statement of a claim (claimWait, claimIdle, claimNew) that reads the
 // partition's next $6 messages after the group's cursor, each with whether it is older than
-// the queue's delayed processing ($7 seconds).
+// the queue's delayed processing ($7 seconds). The segments come from the index in sequence
+// order, at most $6 of them (each holds a message), and each one's messages in array order, so
+// the rows come in sequence order without a sort and the outer LIMIT stops the read after the
+// segments it needs, however long the backlog and whatever plan the statement got: a sort by
+// seq would read every segment of the backlog under a plan made on empty tables. readClaim
+// checks the order.
 func claimReadSQL(claim string) string {
 	return `
 		WITH claim AS (` + claim + `)
@@ -344,7 +349,14 @@ func claimReadSQL(claim string) string {
 		       m.trace_id, m.payload, COALESCE(m.created_at, 'epoch'), m.producer_sub, COALESCE(m.is_encrypted, false),
 		       m.created_at <= now() - make_interval(secs => $7)
 		FROM claim LEFT JOIN LATERAL (
-			SELECT * FROM queen.messages WHERE partition_id = $1 AND seq > claim.cursor_seq ORDER BY seq LIMIT $6) m ON true`
+			SELECT s.first_seq + u.o - 1 AS seq, u.id, u.transaction_id, u.trace_id, u.payload, s.created_at,
+			       u.producer_sub, u.is_encrypted
+			FROM (SELECT * FROM queen.segments WHERE partition_id = $1 AND last_seq > claim.cursor_seq
+			      ORDER BY last_seq LIMIT $6) s
+			CROSS JOIN LATERAL unnest(s.ids, s.transaction_ids, s.trace_ids, s.payloads, s.encrypted, s.producer_subs)
+				WITH ORDINALITY AS u(id, transaction_id, trace_id, payload, is_encrypted, producer_sub, o)
+			WHERE s.first_seq + u.o - 1 > claim.cursor_seq AND u.id IS NOT NULL
+			LIMIT $6) m ON true`
 }
 
 // readClaim reads the answer of c's claimStatement into res, closing rows, and queues the
@@ -355,8 +367,8 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 	start := len(res.Messages)
 	claimed, cut := false, false
 	// Nullable columns scan into pgtype values: scanning into uuid.NullUUID or a *string would
-	// cost an allocation per message. The payload scans as bytes: PostgreSQL's jsonb output is
-	// valid JSON, and scanned as a json.RawMessage pgx would run encoding/json's validation over
+	// cost an allocation per message. The payload scans as bytes: it is the JSON the boundary
+	// validated on its way in, and scanned as a json.RawMessage pgx would run encoding/json's validation over
 	// every payload (a tenth of the broker's CPU in pop+ack).
 	var (
 		seq     pgtype.Int8
@@ -376,6 +388,10 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 		if !seq.Valid || cut || !visible.Bool {
 			cut = true
 			continue
+		}
+		if n := len(res.Messages); n > start && res.Messages[n-1].Seq >= seq.Int64 {
+			rows.Close()
+			return false, fmt.Errorf("cannot read partition %s: message %d came after %d", c.id, seq.Int64, res.Messages[n-1].Seq)
 		}
 		m.Seq = seq.Int64
 		m.TraceID = uuid.NullUUID{UUID: trace.Bytes, Valid: trace.Valid}
@@ -436,8 +452,8 @@ func subscriptionSeed(ctx context.Context, tx *pgx.Conn, queue string, r PopRequ
 		SELECT CASE
 			WHEN NOT EXISTS (SELECT 1 FROM sub) THEN 0
 			WHEN p.last_message_at IS NULL OR p.last_message_at <= (SELECT ts FROM sub) THEN p.last_seq
-			ELSE (SELECT COALESCE(max(m.seq), 0) FROM queen.messages m
-			      WHERE m.partition_id = p.id AND m.created_at <= (SELECT ts FROM sub))
+			ELSE (SELECT COALESCE(max(s.last_seq), 0) FROM queen.segments s
+			      WHERE s.partition_id = p.id AND s.created_at <= (SELECT ts FROM sub))
 		END
 		FROM queen.partitions p WHERE p.id = $4`, r.Group, queue, c.name, c.id).Scan(&seed)
 	if err != nil {

@@ -206,8 +206,10 @@ func TestPopSubscriptionOfANewGroup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newStoreEnv(t)
-			pid := e.push(items("q", "p", "1", "a", "b", "c")...)[0].PartitionID
-			e.exec(`UPDATE queen.messages SET created_at = timestamptz '2020-01-01T00:00:00Z' + (seq - 1) * interval '1 day'
+			pid := e.push(items("q", "p", "1", "a")...)[0].PartitionID
+			e.push(items("q", "p", "1", "b")...)
+			e.push(items("q", "p", "1", "c")...)
+			e.exec(`UPDATE queen.segments SET created_at = timestamptz '2020-01-01T00:00:00Z' + (last_seq - 1) * interval '1 day'
 				WHERE partition_id = $1`, pid)
 			e.exec(`UPDATE queen.partitions SET last_message_at = '2020-01-03T00:00:00Z' WHERE id = $1`, pid)
 			r := persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Group: tc.group, Batch: 10, AutoAck: true,
@@ -240,9 +242,11 @@ func TestPopDelayedProcessing(t *testing.T) {
 		for _, partition := range []string{"p", ""} {
 			t.Run(tc.name+", partition "+partition, func(t *testing.T) {
 				e := newStoreEnv(t)
-				pid := e.push(items("q", "p", "1", "a", "b", "c")...)[0].PartitionID
+				pid := e.push(items("q", "p", "1", "a")...)[0].PartitionID
+				e.push(items("q", "p", "1", "b")...)
+				e.push(items("q", "p", "1", "c")...)
 				e.setQueue("q", "delayed_processing = 3600")
-				e.exec(`UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE partition_id = $1 AND seq = ANY($2)`, pid, tc.old)
+				e.exec(`UPDATE queen.segments SET created_at = now() - interval '2 hours' WHERE partition_id = $1 AND last_seq = ANY($2)`, pid, tc.old)
 				res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: partition, Batch: 10})
 				if got := txIDs(res.Messages); !slices.Equal(got, tc.want) {
 					t.Fatalf("pop delivered %v, want %v", got, tc.want)

@@ -386,11 +386,9 @@ func TestClaimPlansMadeOnEmptyTablesReadByIndex(t *testing.T) {
 			}
 			explainReads(t, e, conn, execute(0), nil, settings...) // makes the plan
 
-			e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
-				SELECT $1, s, gen_random_uuid(), 'm' || s, '{}' FROM generate_series(2, 5000) s`, pid)
+			e.insertMessages(`SELECT $1::uuid, s::int8, 'm' || s FROM generate_series(2, 5000) s`, pid)
 			e.exec(`INSERT INTO queen.partitions (queue_id, name) SELECT queue_id, 'x' || g FROM queen.partitions, generate_series(1, 2000) g`)
-			e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
-				SELECT p.id, s, gen_random_uuid(), 'm' || s, '{}' FROM queen.partitions p, generate_series(1, 3) s WHERE p.name LIKE 'x%'`)
+			e.insertMessages(`SELECT p.id, s::int8, 'm' || s FROM queen.partitions p, generate_series(1, 3) s WHERE p.name LIKE 'x%'`)
 			e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
 				SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g WHERE p.name LIKE 'x%'`)
 
@@ -400,9 +398,11 @@ func TestClaimPlansMadeOnEmptyTablesReadByIndex(t *testing.T) {
 			}
 			read := explainReads(t, e, conn, execute(cursor), nil, settings...)
 			// The group's row is read once to lock it and once to update it.
-			if read["messages"] != limit || read["partition_consumers"] > 2 {
-				t.Errorf("a claim of %d messages read %d messages and %d cursors; want %d and at most 2",
-					limit, read["messages"], read["partition_consumers"], limit)
+			// Each message is a segment of its own here; the sort of a segment's messages may
+			// read the segment after the last it needs.
+			if read["segments"] < limit || read["segments"] > limit+1 || read["partition_consumers"] > 2 {
+				t.Errorf("a claim of %d messages read %d segments and %d cursors; want %d or %d and at most 2",
+					limit, read["segments"], read["partition_consumers"], limit, limit+1)
 			}
 		})
 	}

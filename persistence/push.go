@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // PushItem is one message to store. The HTTP layer has validated every field, so nothing here
@@ -115,8 +114,8 @@ type dedupKey struct {
 }
 
 // duplicateProbeSQL finds which of the items' transactionIds ($3, in partition $2 of queue $1)
-// a partition holds already: per item, one probe of the partitions' (queue_id, name) index and
-// one of the messages' (partition_id, transaction_id) index. The LIMITs keep each probe a
+// a partition holds already: per item, one probe of the partitions' (queue_id, name) index, one
+// of message_transactions' key and a read of the segment holding the message. The LIMITs keep each probe a
 // subquery of its own. Flattened into the join, the planner, which knows only the average size
 // of a partition, read the partition by its primary key and compared every message's
 // transactionId (1.5 s for 1000 items into a partition of 90k messages, in a database of many
@@ -126,7 +125,8 @@ const duplicateProbeSQL = `SELECT p.id, v.tx, m.id
 	FROM unnest($1::text[], $2::text[], $3::text[]) AS v(q, p, tx)
 	CROSS JOIN LATERAL (SELECT p.id FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
 		WHERE q.name = v.q LIMIT 1) p
-	CROSS JOIN LATERAL (SELECT m.id FROM queen.messages m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m`
+	CROSS JOIN LATERAL (SELECT m.id FROM queen.message_transactions t CROSS JOIN LATERAL queen.message_at(t.partition_id, t.seq) m
+		WHERE t.partition_id = p.id AND t.transaction_id = v.tx LIMIT 1) m`
 
 // pushInTx creates missing queues and partitions, locks the target partitions in id order (the
 // lock serialises pushes per partition so sequence order equals commit order, and id order keeps
@@ -251,16 +251,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	}
 
 	out := make([]PushResult, len(items))
-	var (
-		colPart    [][16]byte // [16]byte, not uuid.UUID: pgx encodes it natively instead of
-		colSeq     []int64    // through uuid.UUID's driver.Valuer and a string per element
-		colID      [][16]byte
-		colTx      []string
-		colTrace   []pgtype.UUID // pgtype, not uuid.NullUUID: encoded natively, not through a string
-		colPayload []json.RawMessage
-		colEnc     []bool
-		colSub     []pgtype.Text
-	)
+	segs := segmentBuilder{}
 	for i, it := range items {
 		pid, ok := partID[partitionKey{it.Queue, it.Partition}]
 		if !ok {
@@ -292,17 +283,11 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 		head[pid]++
 		existing[k] = id // a later item of this batch with the same transactionId is a duplicate
 		out[i] = PushResult{Status: StatusQueued, MessageID: id, PartitionID: pid}
-		colPart = append(colPart, pid)
-		colSeq = append(colSeq, head[pid])
-		colID = append(colID, id)
-		colTx = append(colTx, it.TransactionID)
-		colTrace = append(colTrace, pgtype.UUID{Bytes: it.TraceID.UUID, Valid: it.TraceID.Valid})
-		colPayload = append(colPayload, payload)
-		colEnc = append(colEnc, encrypted)
-		colSub = append(colSub, pgtype.Text{String: it.ProducerSub, Valid: it.ProducerSub != ""})
+		segs.add(pid, head[pid], storedMessage{id: id, txID: it.TransactionID, trace: it.TraceID, payload: payload,
+			encrypted: encrypted, sub: it.ProducerSub})
 	}
 	b = &pgx.Batch{}
-	if len(colID) == 0 {
+	if segs.empty() {
 		if o.explicit {
 			b.Queue("COMMIT")
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -317,9 +302,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 		headIDs = append(headIDs, id)
 		headSeqs = append(headSeqs, seq)
 	}
-	b.Queue(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, trace_id, payload, is_encrypted, producer_sub)
-		SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[], $4::text[], $5::uuid[], $6::jsonb[], $7::bool[], $8::text[])`,
-		colPart, colSeq, colID, colTx, colTrace, colPayload, colEnc, colSub)
+	segs.queue(b)
 	b.Queue(`UPDATE queen.partitions p SET last_seq = v.seq, last_message_at = now()
 		FROM unnest($1::uuid[], $2::int8[]) AS v(id, seq) WHERE p.id = v.id AND p.last_seq < v.seq`, headIDs, headSeqs)
 	if o.explicit {
@@ -327,7 +310,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		var pgErr *pgconn.PgError
-		if !o.lookUp && errors.As(err, &pgErr) && pgErr.ConstraintName == "messages_partition_transaction" {
+		if !o.lookUp && errors.As(err, &pgErr) && pgErr.ConstraintName == "message_transactions_pkey" {
 			return nil, errStoredTransaction
 		}
 		return nil, fmt.Errorf("cannot insert messages: %w", err)

@@ -238,15 +238,13 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 	const big, n = 5000, 200
 	e := newStoreEnv(t)
 	pid := e.push(items("big", "p", "fill", "m1")...)[0].PartitionID
-	e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
-		SELECT $1, s, gen_random_uuid(), 'm' || s, '{}' FROM generate_series(2, $2) s`, pid, big)
+	e.insertMessages(`SELECT $1::uuid, s, 'm' || s FROM generate_series(2, $2) s`, pid, big)
 	e.exec(`INSERT INTO queen.queues (name) SELECT 'small' || g FROM generate_series(1, 50) g`)
 	e.exec(`INSERT INTO queen.partitions (queue_id, name) SELECT q.id, 'p' || g FROM queen.queues q, generate_series(1, 100) g
 		WHERE q.name LIKE 'small%'`)
-	e.exec(`INSERT INTO queen.messages (partition_id, seq, id, transaction_id, payload)
-		SELECT p.id, 1, gen_random_uuid(), 'x', '{}' FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+	e.insertMessages(`SELECT p.id, 1::int8, 'x' FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 		WHERE q.name LIKE 'small%'`)
-	for _, table := range []string{"queues", "partitions", "messages"} {
+	for _, table := range []string{"queues", "partitions", "segments", "message_transactions"} {
 		e.exec(`ANALYZE queen.` + table)
 	}
 	queues, partitions, pids, txs, scopes := make([]string, n), make([]string, n), make([][16]byte, n), make([]string, n), make([]string, n)
@@ -273,6 +271,50 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 		}
 		if found := e.count(fmt.Sprintf(tc.found, tc.sql), tc.args...); found != 1 {
 			t.Errorf("%s: the lookup found %d messages, want 1 (m2)", tc.name, found)
+		}
+	}
+}
+
+// A push stores what it commits to one partition as segments of at most 100 messages, numbered
+// on from the partition's head, each message in its place with its payload as pushed; a push to
+// two partitions at once writes each its own.
+func TestPushWritesSegments(t *testing.T) {
+	e := newStoreEnv(t)
+	e.push(items("q", "a", "1", "first")...)
+	var batch []persistence.PushItem
+	var want []string
+	for i := range 250 {
+		tx := fmt.Sprintf("m%d", i)
+		batch = append(batch, items("q", "a", "2", tx)...)
+		want = append(want, tx)
+		if i%50 == 0 {
+			batch = append(batch, items("q", "b", "2", tx)...)
+		}
+	}
+	res := e.push(batch...)
+	type segment struct {
+		Partition   string
+		First, Last int64
+		Count       int
+		Head, Tail  string
+	}
+	got := collect[segment](e, `SELECT p.name, s.first_seq, s.last_seq, cardinality(s.ids), s.transaction_ids[1],
+			s.transaction_ids[cardinality(s.ids)]
+		FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id ORDER BY p.name, s.last_seq`)
+	wantSegments := []segment{{"a", 1, 1, 1, "first", "first"}, {"a", 2, 101, 100, "m0", "m99"}, {"a", 102, 201, 100, "m100", "m199"},
+		{"a", 202, 251, 50, "m200", "m249"}, {"b", 1, 5, 5, "m0", "m200"}}
+	if !slices.Equal(got, wantSegments) {
+		t.Errorf("segments %+v, want %+v", got, wantSegments)
+	}
+	stored := e.stored(res[0].PartitionID)
+	raw := collect[struct{ P string }](e, `SELECT u.p FROM queen.segments s CROSS JOIN LATERAL unnest(s.payloads) WITH ORDINALITY AS u(p, o)
+		WHERE s.partition_id = $1 ORDER BY s.last_seq, u.o`, res[0].PartitionID)
+	if len(stored) != 251 || len(raw) != 251 {
+		t.Fatalf("%d messages (%d payloads) stored in a, want 251", len(stored), len(raw))
+	}
+	for i, m := range stored[1:] {
+		if m.Seq != int64(i+2) || m.TxID != want[i] || raw[i+1].P != string(payloadOf(want[i], "2")) {
+			t.Fatalf("message %d of a: %+v %s, want seq %d, %s, %s", i, m, raw[i+1].P, i+2, want[i], payloadOf(want[i], "2"))
 		}
 	}
 }

@@ -55,7 +55,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, scope Scope, partitionID u
 		err := tx.QueryRow(ctx, `
 			WITH gone AS (
 				DELETE FROM queen.dead_letter_queue d
-				USING queen.messages m, queen.partitions p, queen.queues q
+				USING queen.message_transactions m, queen.partitions p, queen.queues q
 				WHERE m.partition_id = $1 AND m.transaction_id = $2
 				  AND d.partition_id = m.partition_id AND d.message_seq = m.seq
 				  AND p.id = m.partition_id AND q.id = p.queue_id AND `+inScope("q.name", "$3")+`
@@ -73,8 +73,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, scope Scope, partitionID u
 		var encrypted bool
 		err = tx.QueryRow(ctx, `
 			SELECT q.name, p.name, m.payload, m.is_encrypted, m.trace_id, m.producer_sub
-			FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
-			WHERE m.partition_id = $1 AND m.seq = $2`, partitionID, seq.Int64).
+			FROM queen.message_at($1, $2) m JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id`, partitionID, seq.Int64).
 			Scan(&it.Queue, &it.Partition, &it.Payload, &encrypted, &trace, &sub)
 		if err != nil {
 			return fmt.Errorf("cannot read the dead letter %s/%s: %w", partitionID, transactionID, err)
@@ -114,5 +113,5 @@ func replayTransactionID(original, entry string) string {
 	return original + suffix
 }
 
-// maxTransactionID is the length queen.messages.transaction_id allows.
+// maxTransactionID is the length queen.message_transactions.transaction_id allows.
 const maxTransactionID = 255

@@ -200,30 +200,42 @@ func (s *Store) deleteCompleted(ctx context.Context, batch int) (int64, error) {
 	return s.deleteTargets(ctx, targets, batch, cleanupCompleted)
 }
 
-// deleteMessages deletes the messages of t, batch rows per statement in sequence order, until a
-// short batch. Each statement commits on its own. Resuming after the last deleted seq keeps a
-// batch from rescanning what the previous ones already went through.
+// deleteMessages deletes the messages of t a segment at a time: the segments wholly inside
+// (after, upTo] and older than the cutoff, batch segments per statement in sequence order, until
+// a short batch, with their transactionIds, dead letters and traces. Each statement commits on
+// its own. A segment that straddles upTo waits until it is wholly consumed. Resuming after the
+// last deleted segment keeps a batch from rescanning what the previous ones went through.
 func (s *Store) deleteMessages(ctx context.Context, t deleteTarget, batch int) (int64, error) {
 	var total int64
 	after := t.after
 	for {
-		var n, last int64
+		var segments, n, last int64
 		err := s.pool.QueryRow(ctx, `
 			WITH doomed AS (
-				SELECT seq FROM queen.messages
-				WHERE partition_id = $1 AND seq > $2 AND seq <= $3 AND created_at < $4
-				ORDER BY seq LIMIT $5),
+				SELECT last_seq FROM queen.segments
+				WHERE partition_id = $1 AND last_seq > $2 AND last_seq <= $3 AND first_seq > $2 AND created_at < $4
+				ORDER BY last_seq LIMIT $5),
 			gone AS (
-				DELETE FROM queen.messages m USING doomed d
-				WHERE m.partition_id = $1 AND m.seq = d.seq
-				RETURNING m.seq)
-			SELECT count(*), COALESCE(max(seq), 0) FROM gone`,
-			t.partition, after, t.upTo, t.cutoff, batch).Scan(&n, &last)
+				DELETE FROM queen.segments s USING doomed d
+				WHERE s.partition_id = $1 AND s.last_seq = d.last_seq
+				RETURNING s.first_seq, s.last_seq, s.ids, s.transaction_ids),
+			txs AS (
+				DELETE FROM queen.message_transactions m
+				USING (SELECT g.first_seq, g.last_seq, unnest(g.transaction_ids) AS tx FROM gone g) g
+				WHERE m.partition_id = $1 AND m.transaction_id = g.tx AND m.seq BETWEEN g.first_seq AND g.last_seq),
+			dead AS (
+				DELETE FROM queen.dead_letter_queue x USING gone g
+				WHERE x.partition_id = $1 AND x.message_seq BETWEEN g.first_seq AND g.last_seq),
+			traces AS (
+				DELETE FROM queen.message_traces x USING gone g
+				WHERE x.partition_id = $1 AND x.message_seq BETWEEN g.first_seq AND g.last_seq)
+			SELECT count(*), COALESCE(sum(cardinality(array_remove(ids, NULL))), 0), COALESCE(max(last_seq), 0) FROM gone`,
+			t.partition, after, t.upTo, t.cutoff, batch).Scan(&segments, &n, &last)
 		if err != nil {
 			return total, fmt.Errorf("cannot delete messages of partition %s: %w", t.partition, err)
 		}
 		total += n
-		if n < int64(batch) {
+		if segments < int64(batch) {
 			return total, nil
 		}
 		after = last
@@ -231,7 +243,7 @@ func (s *Store) deleteMessages(ctx context.Context, t deleteTarget, batch int) (
 }
 
 // deleteIdlePartitions deletes partitions that hold no message, are not leased, and saw no
-// message, no consumer and no consumption for the last days days. messages has no foreign key
+// message, no consumer and no consumption for the last days days. segments have no foreign key
 // to partitions, so emptiness is checked here. The conditions on the partition row itself
 // (last_message_at) are what protect a concurrent push: a push that locked the row first is
 // skipped (SKIP LOCKED), and one that committed after this statement's snapshot changed
@@ -246,7 +258,7 @@ func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int6
 				DELETE FROM queen.partitions WHERE id IN (
 					SELECT p.id FROM queen.partitions p
 					WHERE GREATEST(p.created_at, p.last_message_at) < now() - make_interval(days => $1)
-					  AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.id)
+					  AND NOT EXISTS (SELECT 1 FROM queen.segments s WHERE s.partition_id = p.id)
 					  AND NOT EXISTS (
 						SELECT 1 FROM queen.partition_consumers pc WHERE pc.partition_id = p.id
 						  AND (pc.lease_expires_at > now()

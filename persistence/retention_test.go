@@ -27,16 +27,16 @@ func retentionCtx(t *testing.T) context.Context {
 // partition id.
 func retentionPush(t *testing.T, s *persistence.Store, queue persistence.QueueName, partition string, n int) uuid.UUID {
 	t.Helper()
-	items := make([]persistence.PushItem, n)
-	for i := range items {
-		items[i] = persistence.PushItem{Queue: queue, Partition: partition,
-			TransactionID: fmt.Sprintf("tx-%d", i+1), Payload: json.RawMessage(`1`)}
+	var pid uuid.UUID
+	for i := range n { // one push each: a segment of its own, with its own age
+		res, err := s.Push(retentionCtx(t), []persistence.PushItem{{Queue: queue, Partition: partition,
+			TransactionID: fmt.Sprintf("tx-%d", i+1), Payload: json.RawMessage(`1`)}})
+		if err != nil {
+			t.Fatalf("push to %s/%s: %v", queue, partition, err)
+		}
+		pid = res[0].PartitionID
 	}
-	res, err := s.Push(retentionCtx(t), items)
-	if err != nil {
-		t.Fatalf("push to %s/%s: %v", queue, partition, err)
-	}
-	return res[0].PartitionID
+	return pid
 }
 
 func retentionExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
@@ -49,8 +49,8 @@ func retentionExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 // retentionAge makes the given messages of a partition two hours old.
 func retentionAge(t *testing.T, pool *pgxpool.Pool, partition uuid.UUID, seqs ...int64) {
 	t.Helper()
-	retentionExec(t, pool, `UPDATE queen.messages SET created_at = now() - interval '2 hours'
-		WHERE partition_id = $1 AND seq = ANY($2)`, partition, seqs)
+	retentionExec(t, pool, `UPDATE queen.segments SET created_at = now() - interval '2 hours'
+		WHERE partition_id = $1 AND last_seq = ANY($2)`, partition, seqs)
 }
 
 // retentionSeqs lists the sequence numbers still stored in a partition.
@@ -85,7 +85,7 @@ func TestRetentionDeletesExpiredMessagesOfEnabledQueuesOnly(t *testing.T) {
 	retentionAge(t, pool, on, 1, 2, 3, 4, 5)
 	retentionAge(t, pool, off, 1, 2, 3)
 	// Younger than the window though not brand new.
-	retentionExec(t, pool, `UPDATE queen.messages SET created_at = now() - interval '30 minutes' WHERE partition_id = $1 AND seq = 6`, on)
+	retentionExec(t, pool, `UPDATE queen.segments SET created_at = now() - interval '30 minutes' WHERE partition_id = $1 AND last_seq = 6`, on)
 
 	// Batches of 2: five old messages take three statements, the last one short.
 	rep, err := s.RunRetention(retentionCtx(t), persistence.RetentionOptions{BatchSize: 2})
@@ -188,7 +188,7 @@ func TestRetentionDeletesIdlePartitions(t *testing.T) {
 	for _, p := range []string{"idle", "idle-consumed", "recently-consumed", "leased", "full"} {
 		retentionPush(t, s, persistence.QueueName{Name: "q"}, p, 1)
 	}
-	retentionExec(t, pool, `DELETE FROM queen.messages m USING queen.partitions p WHERE p.id = m.partition_id AND p.name <> 'full'`)
+	retentionExec(t, pool, `DELETE FROM queen.segments m USING queen.partitions p WHERE p.id = m.partition_id AND p.name <> 'full'`)
 	retentionExec(t, pool, `UPDATE queen.partitions SET created_at = now() - interval '40 days', last_message_at = now() - interval '40 days'`)
 	retentionExec(t, pool, `INSERT INTO queen.partition_consumers (partition_id, consumer_group, cursor_seq, created_at, last_consumed_at, lease_expires_at)
 		SELECT id, 'g', 1, now() - interval '40 days', now() - interval '40 days', NULL::timestamptz FROM queen.partitions WHERE name = 'idle-consumed'

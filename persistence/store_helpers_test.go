@@ -171,6 +171,25 @@ func awaitNoLockWait[T any](e *storeEnv, done <-chan T) T {
 	}
 }
 
+// insertMessages stores a message for each row of rows (a SELECT of partition_id, seq and
+// transactionId), each as a segment of its own, as the upgrade leaves the messages it carries.
+func (e *storeEnv) insertMessages(rows string, args ...any) {
+	e.t.Helper()
+	e.exec(`WITH v AS (`+rows+`),
+		s AS (INSERT INTO queen.segments (partition_id, last_seq, first_seq, ids, transaction_ids, trace_ids, payloads, encrypted, producer_subs)
+			SELECT v.p, v.s, v.s, ARRAY[gen_random_uuid()], ARRAY[v.tx], ARRAY[NULL::uuid], ARRAY['{}'], ARRAY[false], ARRAY[NULL::text]
+			FROM v AS v(p, s, tx))
+		INSERT INTO queen.message_transactions (partition_id, transaction_id, seq) SELECT p, tx, s FROM v AS v(p, s, tx)`, args...)
+}
+
+// age makes the segments holding the given transactionIds as old as interval (a PostgreSQL
+// interval): a segment has one created_at, so a test that ages single messages pushes them one
+// by one.
+func (e *storeEnv) age(interval string, txIDs ...string) {
+	e.t.Helper()
+	e.exec(`UPDATE queen.segments SET created_at = now() - $1::interval WHERE transaction_ids && $2::text[]`, interval, txIDs)
+}
+
 // storedMessage is a row of queen.messages.
 type storedMessage struct {
 	Seq     int64

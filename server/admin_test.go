@@ -972,7 +972,7 @@ func TestAdminLaggingGroups(t *testing.T) {
 	c := startBroker(t)
 	push(t, c, item{"queue": "lagq", "partition": "slow", "payload": 1}, item{"queue": "lagq", "partition": "slow", "payload": 2})
 	pop(t, c, "/api/v1/pop/queue/lagq", "consumerGroup", "g", "batch", "1", "autoAck", "true")
-	exec(t, c, `UPDATE queen.messages SET created_at = now() - interval '2 hours'`)
+	exec(t, c, `UPDATE queen.segments SET created_at = now() - interval '2 hours'`)
 	var rows []map[string]any
 	c.JSON("GET", "/api/v1/consumer-groups/lagging?minLagSeconds=3600", nil, 200, &rows)
 	if len(rows) != 1 || rows[0]["consumer_group"] != "g" || rows[0]["queue_name"] != "lagq" || rows[0]["partition_name"] != "slow" ||

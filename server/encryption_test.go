@@ -366,8 +366,10 @@ func TestEncryptionBindsEnvelopeToMessage(t *testing.T) {
 	setPayload := func(queue, txID, payload string) {
 		t.Helper()
 		tag, err := c.Broker.Store().Pool().Exec(context.Background(), `
-			UPDATE queen.messages m SET payload = $3::jsonb FROM queen.partitions p, queen.queues q
-			WHERE p.id = m.partition_id AND q.id = p.queue_id AND q.name = $1 AND m.transaction_id = $2`, queue, txID, payload)
+			UPDATE queen.segments s SET payloads[(m.seq - s.first_seq + 1)::int] = $3
+			FROM queen.message_transactions m, queen.partitions p, queen.queues q
+			WHERE s.partition_id = m.partition_id AND m.seq BETWEEN s.first_seq AND s.last_seq
+			  AND p.id = m.partition_id AND q.id = p.queue_id AND q.name = $1 AND m.transaction_id = $2`, queue, txID, payload)
 		if err != nil || tag.RowsAffected() != 1 {
 			t.Fatalf("cannot rewrite %s/%s: %v (%d rows)", queue, txID, err, tag.RowsAffected())
 		}

@@ -67,7 +67,7 @@ func TestJobsRunRetentionAndEviction(t *testing.T) {
 	}
 	jobsExec(t, pool, `UPDATE queen.queues SET retention_enabled = true, retention_seconds = 60 WHERE name = 'ret'`)
 	jobsExec(t, pool, `UPDATE queen.queues SET max_wait_time_seconds = 60 WHERE name = 'ev'`)
-	jobsExec(t, pool, `UPDATE queen.messages SET created_at = now() - interval '1 hour'`)
+	jobsExec(t, pool, `UPDATE queen.segments SET created_at = now() - interval '1 hour'`)
 
 	logs, log := newJobsLog()
 	runs := make(chan jobRun, 16)
@@ -177,7 +177,7 @@ func TestJobsStartAndStopWithBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobsExec(t, b.Store().Pool(), `UPDATE queen.queues SET max_wait_time_seconds = 1`)
-	jobsExec(t, b.Store().Pool(), `UPDATE queen.messages SET created_at = now() - interval '1 minute'`)
+	jobsExec(t, b.Store().Pool(), `UPDATE queen.segments SET created_at = now() - interval '1 minute'`)
 	for r := nextRun(t, runs); r.job != "eviction" || r.deleted != 1; r = nextRun(t, runs) {
 		if r.err != nil {
 			t.Fatalf("%s failed: %v", r.job, r.err)

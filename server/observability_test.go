@@ -185,7 +185,7 @@ func observedWorkload(t *testing.T, c *servertest.Client) {
 		t.Fatal("the transaction failed")
 	}
 	// obs-b's messages, all unconsumed in queue mode and after laggard's first, are an hour old.
-	sqlExec(t, c, `UPDATE queen.messages m SET created_at = now() - interval '1 hour'
+	sqlExec(t, c, `UPDATE queen.segments m SET created_at = now() - interval '1 hour'
 		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
 		WHERE m.partition_id = p.id AND q.name = 'obs-b'`)
 }

@@ -73,12 +73,12 @@ func TestDelayedProcessingHidesYoungMessages(t *testing.T) {
 		t.Fatalf("young messages delivered: %+v", p)
 	}
 	// Age only the first: it is delivered, the second stays hidden (FIFO cut).
-	exec(t, c, `UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE payload = '"first"'`)
+	exec(t, c, `UPDATE queen.segments SET created_at = now() - interval '2 hours' WHERE payloads[1] = '"first"'`)
 	p := pop(t, c, "/api/v1/pop/queue/delayed", "batch", "10", "autoAck", "true")
 	if len(p.Messages) != 1 || string(p.Messages[0].Data) != `"first"` {
 		t.Fatalf("aged message: %+v", p)
 	}
-	exec(t, c, `UPDATE queen.messages SET created_at = now() - interval '2 hours'`)
+	exec(t, c, `UPDATE queen.segments SET created_at = now() - interval '2 hours'`)
 	p = pop(t, c, "/api/v1/pop/queue/delayed", "batch", "10", "autoAck", "true")
 	if len(p.Messages) != 1 || string(p.Messages[0].Data) != `"second"` {
 		t.Fatalf("second message: %+v", p)

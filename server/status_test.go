@@ -408,7 +408,7 @@ func TestStatusRoutesCountAKnownWorkload(t *testing.T) {
 		getKeys(t, c, "/api/v1/analytics/postgres-stats", &pg, "timestamp", "database", "databaseCache", "tableCache",
 			"indexCache", "cacheSummary", "deadTuples", "hotUpdates", "activeQueries", "autovacuumStatus", "bufferConfig",
 			"bufferUsage", "tableSizes")
-		if !slices.ContainsFunc(pg.TableSizes, func(s struct{ Table string }) bool { return s.Table == "messages" }) {
+		if !slices.ContainsFunc(pg.TableSizes, func(s struct{ Table string }) bool { return s.Table == "segments" }) {
 			t.Errorf("postgres-stats tables: %s", fmtJSON(pg.TableSizes))
 		}
 

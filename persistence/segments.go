@@ -1,0 +1,103 @@
+package persistence
+
+import (
+	"encoding/json"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// segmentSize is the most messages one segment holds. A push of more to one partition writes
+// several; a pop of fewer than a segment reads (and decompresses) the whole one.
+const segmentSize = 100
+
+// storedMessage is one message as a push stores it.
+type storedMessage struct {
+	id        uuid.UUID
+	txID      string
+	trace     uuid.NullUUID
+	payload   json.RawMessage
+	encrypted bool
+	sub       string
+}
+
+// segmentBuilder collects the messages of one push into segments (see migration 0006): per
+// partition, in sequence order, a new segment every segmentSize messages.
+type segmentBuilder struct {
+	order []uuid.UUID // partitions in first-seen order
+	parts map[uuid.UUID]*partitionRun
+	n     int
+}
+
+// partitionRun is the messages a push stores in one partition, from sequence number first.
+type partitionRun struct {
+	first int64
+	msgs  []storedMessage
+}
+
+func (b *segmentBuilder) empty() bool { return b.n == 0 }
+
+// add appends m, numbered seq, to its partition's run; seqs of a partition come in order.
+func (b *segmentBuilder) add(partition uuid.UUID, seq int64, m storedMessage) {
+	if b.parts == nil {
+		b.parts = map[uuid.UUID]*partitionRun{}
+	}
+	r, ok := b.parts[partition]
+	if !ok {
+		r = &partitionRun{first: seq}
+		b.parts[partition] = r
+		b.order = append(b.order, partition)
+	}
+	r.msgs = append(r.msgs, m)
+	b.n++
+}
+
+// queue adds to batch the two inserts of the push: the segments, each a slice [from:to] of
+// flat per-message arrays (slicing is a copy in PostgreSQL, where aggregating would sort), and
+// the transactionIds, whose key refuses one the partition holds already.
+func (b *segmentBuilder) queue(batch *pgx.Batch) {
+	var (
+		segPart  [][16]byte // [16]byte, not uuid.UUID: pgx encodes it natively instead of
+		segFirst []int64    // through uuid.UUID's driver.Valuer and a string per element
+		segLast  []int64
+		segFrom  []int32
+		segTo    []int32
+		txPart   = make([][16]byte, 0, b.n)
+		txSeq    = make([]int64, 0, b.n)
+		ids      = make([][16]byte, 0, b.n)
+		txIDs    = make([]string, 0, b.n)
+		traces   = make([]pgtype.UUID, 0, b.n) // pgtype: encoded natively, not through a string
+		payloads = make([]string, 0, b.n)
+		enc      = make([]bool, 0, b.n)
+		subs     = make([]pgtype.Text, 0, b.n)
+	)
+	for _, pid := range b.order {
+		r := b.parts[pid]
+		for start := 0; start < len(r.msgs); start += segmentSize {
+			end := min(start+segmentSize, len(r.msgs))
+			segPart = append(segPart, pid)
+			segFirst = append(segFirst, r.first+int64(start))
+			segLast = append(segLast, r.first+int64(end-1))
+			segFrom = append(segFrom, int32(len(ids)+1))
+			segTo = append(segTo, int32(len(ids)+end-start))
+			for i, m := range r.msgs[start:end] {
+				txPart = append(txPart, pid)
+				txSeq = append(txSeq, r.first+int64(start+i))
+				ids = append(ids, m.id)
+				txIDs = append(txIDs, m.txID)
+				traces = append(traces, pgtype.UUID{Bytes: m.trace.UUID, Valid: m.trace.Valid})
+				payloads = append(payloads, string(m.payload))
+				enc = append(enc, m.encrypted)
+				subs = append(subs, pgtype.Text{String: m.sub, Valid: m.sub != ""})
+			}
+		}
+	}
+	batch.Queue(`INSERT INTO queen.segments (partition_id, last_seq, first_seq, ids, transaction_ids, trace_ids, payloads, encrypted, producer_subs)
+		SELECT v.p, v.last, v.first, ($6::uuid[])[v.a:v.b], ($7::text[])[v.a:v.b], ($8::uuid[])[v.a:v.b],
+		       ($9::text[])[v.a:v.b], ($10::bool[])[v.a:v.b], ($11::text[])[v.a:v.b]
+		FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::int4[], $5::int4[]) AS v(p, first, last, a, b)`,
+		segPart, segFirst, segLast, segFrom, segTo, ids, txIDs, traces, payloads, enc, subs)
+	batch.Queue(`INSERT INTO queen.message_transactions (partition_id, transaction_id, seq)
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[])`, txPart, txIDs, txSeq)
+}

@@ -318,3 +318,38 @@ func TestPushWritesSegments(t *testing.T) {
 		}
 	}
 }
+
+// Deleting a message blanks its place in the segment: pops skip it, its transactionId is free
+// again, and the segment goes once none of its messages is left.
+func TestDeleteMessageInASegment(t *testing.T) {
+	e := newStoreEnv(t)
+	pid := e.push(items("q", "p", "1", "a", "b", "c")...)[0].PartitionID
+	e.push(items("q", "p", "1", "d")...)
+	del := func(tx string) {
+		t.Helper()
+		if found, err := e.s.DeleteMessage(e.ctx, pid, tx); !found || err != nil {
+			t.Fatalf("delete %s: %v %v", tx, found, err)
+		}
+	}
+	del("b")
+	if found, err := e.s.DeleteMessage(e.ctx, pid, "b"); found || err != nil {
+		t.Fatalf("second delete of b: %v %v, want not found", found, err)
+	}
+	del("d")
+	segments := func() int {
+		return len(collect[struct{ Last int64 }](e, `SELECT last_seq FROM queen.segments WHERE partition_id = $1`, pid))
+	}
+	if n := segments(); n != 1 {
+		t.Errorf("%d segments after d, the only message of its segment, was deleted; want 1", n)
+	}
+	if res := e.push(items("q", "p", "2", "b")...); res[0].Status != persistence.StatusQueued {
+		t.Fatalf("push of the deleted transactionId b: %+v, want queued", res[0])
+	}
+	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 10, AutoAck: true})
+	if got, want := txIDs(res.Messages), []string{"a", "c", "b"}; !slices.Equal(got, want) {
+		t.Errorf("pop delivered %v, want %v", got, want)
+	}
+	if got := res.Messages[2]; got.Seq != 5 || string(got.Payload) != string(payloadOf("b", "2")) {
+		t.Errorf("the new b: seq %d payload %s, want seq 5 and the new payload", got.Seq, got.Payload)
+	}
+}

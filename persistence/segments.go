@@ -68,7 +68,7 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 		ids      = make([][16]byte, 0, b.n)
 		txIDs    = make([]string, 0, b.n)
 		traces   = make([]pgtype.UUID, 0, b.n) // pgtype: encoded natively, not through a string
-		payloads = make([]string, 0, b.n)
+		payloads = make([][]byte, 0, b.n)      // bytes as text: no copy into a string
 		enc      = make([]bool, 0, b.n)
 		subs     = make([]pgtype.Text, 0, b.n)
 	)
@@ -87,7 +87,7 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 				ids = append(ids, m.id)
 				txIDs = append(txIDs, m.txID)
 				traces = append(traces, pgtype.UUID{Bytes: m.trace.UUID, Valid: m.trace.Valid})
-				payloads = append(payloads, string(m.payload))
+				payloads = append(payloads, m.payload)
 				enc = append(enc, m.encrypted)
 				subs = append(subs, pgtype.Text{String: m.sub, Valid: m.sub != ""})
 			}

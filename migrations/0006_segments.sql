@@ -24,8 +24,7 @@ CREATE TABLE queen.segments (
     encrypted       bool[] NOT NULL,
     producer_subs   text[] NOT NULL,
     PRIMARY KEY (partition_id, last_seq),
-    -- At most 100 messages (persistence.segmentSize): a segment holding seq n ends before n + 100.
-    CHECK (cardinality(ids) = last_seq - first_seq + 1 AND cardinality(ids) <= 100)
+    CHECK (cardinality(ids) = last_seq - first_seq + 1)
 );
 
 -- Exactly-once push by transactionId: one narrow row per message, its key checked by the push's

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -109,48 +108,23 @@ type dlqRow struct {
 	retries   int
 }
 
-// ackedMessagesSQL finds the message of each acknowledgement ($2 in partition $1 by group $4,
-// for tenant $3), in the order of the items. A partition outside the item's scope joins
-// nothing: no message, no names, the answer of a partition id that does not exist. Each
-// distinct partition is looked up once (an ack batch names a few partitions for hundreds of
-// messages): as a plain join, PostgreSQL hashed every partition with its queue for each ack,
-// 10 ms an ack at 10k partitions.
-//
-// A message is found in the segments of its group's lease when the lease covers 32 messages or
-// more and the batch acknowledges a quarter or more of them (the ack of a whole popped batch):
-// the transactionIds of the few segments the lease covers, hashed, where a probe of
-// message_transactions' key per message cost more than the message's row had. Below 32 the
-// probes cost less than the segment reads (pop+ack at 100k partitions of 5 messages: 9.8k
-// msg/s with segment reads for every lease, 14.7k with probes for these). Each segment spans fewer than segmentSize
-// sequence numbers, which bounds the index range read; OFFSET 0 keeps that read a range scan
-// per lease (flattened into the join, PostgreSQL read the partition's every segment), and the
-// consumer rows are probes by key (LIMIT 1) for the same reason: as a join, PostgreSQL hashed
-// the whole table, 100k rows at 100k partitions, for every ack. Any other item (a single message's ack,
-// an ack outside the lease) is a probe of the key (see duplicateProbeSQL).
-var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS v(pid, tx, scope, grp, ord)),
+// ackedMessagesSQL finds the message of each acknowledgement ($2 in partition $1, for tenant
+// $3), in the order of the items. A partition outside the item's scope joins nothing: no
+// message, no names, the answer of a partition id that does not exist. Each distinct partition
+// is looked up once (an ack batch names a few partitions for hundreds of messages), then each
+// message is a probe of message_transactions' key (see duplicateProbeSQL): as a
+// plain join, PostgreSQL hashed every partition with its queue for each ack, 10 ms an ack at
+// 10k partitions.
+var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)),
 	parts AS (SELECT k.pid, k.scope, p.id, p.name, p.queue, p.retry_limit
 		FROM (SELECT DISTINCT pid, scope FROM v) k
 		CROSS JOIN LATERAL (SELECT p.id, p.name, q.name AS queue, q.retry_limit
 			FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-			WHERE p.id = k.pid AND ` + inScope("q.name", "k.scope") + ` LIMIT 1) p),
-	leased AS (SELECT pc.partition_id, pc.cursor_seq AS lo, pc.lease_end_seq AS hi
-		FROM (SELECT pid, grp, count(*) AS n FROM v GROUP BY pid, grp) k
-		CROSS JOIN LATERAL (SELECT pc.partition_id, pc.cursor_seq, pc.lease_end_seq FROM queen.partition_consumers pc
-			WHERE pc.partition_id = k.pid AND pc.consumer_group = k.grp LIMIT 1) pc
-		WHERE pc.lease_end_seq - pc.cursor_seq >= 32 AND k.n * 4 >= pc.lease_end_seq - pc.cursor_seq),
-	seen AS (SELECT DISTINCT l.partition_id AS pid, u.tx, s.first_seq + u.o - 1 AS seq
-		FROM leased l
-		CROSS JOIN LATERAL (SELECT first_seq, transaction_ids FROM queen.segments
-			WHERE partition_id = l.partition_id AND last_seq > l.lo AND last_seq < l.hi + ` + strconv.Itoa(segmentSize) + `
-			  AND first_seq <= l.hi OFFSET 0) s
-		CROSS JOIN LATERAL unnest(s.transaction_ids) WITH ORDINALITY AS u(tx, o)
-		WHERE s.first_seq + u.o - 1 > l.lo AND s.first_seq + u.o - 1 <= l.hi)
-	SELECT v.ord, COALESCE(seen.seq, m.seq), COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
+			WHERE p.id = k.pid AND ` + inScope("q.name", "k.scope") + ` LIMIT 1) p)
+	SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
 	FROM v
 	LEFT JOIN parts p ON p.pid = v.pid AND p.scope = v.scope
-	LEFT JOIN seen ON seen.pid = p.id AND seen.tx = v.tx
-	LEFT JOIN LATERAL (SELECT m.seq FROM queen.message_transactions m
-		WHERE seen.seq IS NULL AND m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
+	LEFT JOIN LATERAL (SELECT m.seq FROM queen.message_transactions m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
 	ORDER BY v.ord`
 
 // ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its
@@ -171,7 +145,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
 		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, pids, groups)
 	// The lock above may take the row of an item outside its scope; it is never written.
-	b.Queue(ackedMessagesSQL, pids, txIDs, scopes, groups)
+	b.Queue(ackedMessagesSQL, pids, txIDs, scopes)
 	br := tx.SendBatch(ctx, b)
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()

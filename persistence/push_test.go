@@ -248,10 +248,8 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 		e.exec(`ANALYZE queen.` + table)
 	}
 	queues, partitions, pids, txs, scopes := make([]string, n), make([]string, n), make([][16]byte, n), make([]string, n), make([]string, n)
-	groups := make([]string, n)
 	for i := range n {
 		queues[i], partitions[i], pids[i], txs[i] = persistence.QueueName{Name: "big"}.Stored(), "p", pid, fmt.Sprintf("new-%d", i)
-		groups[i] = persistence.QueueMode
 	}
 	txs[0] = "m2"
 	for _, tc := range []struct {
@@ -264,12 +262,12 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 		partitions int
 	}{
 		{"push", persistence.DuplicateProbeSQL, []any{queues, partitions, txs}, "SELECT count(*) FROM (%s) r", n},
-		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes, groups}, "SELECT count(seq) FROM (%s) r(ord, seq)", 1},
+		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes}, "SELECT count(seq) FROM (%s) r(ord, seq)", 1},
 	} {
 		read := explainReads(t, e, e.s.Pool(), tc.sql, tc.args, "SET LOCAL plan_cache_mode = force_custom_plan")
-		if read["message_transactions"] > n || read["segments"] > n || read["partitions"] > tc.partitions {
-			t.Errorf("%s: the lookup of %d items in one partition read %d keys, %d segments and %d partitions; want at most %d, %d and %d",
-				tc.name, n, read["message_transactions"], read["segments"], read["partitions"], n, n, tc.partitions)
+		if read["messages"] > n || read["partitions"] > tc.partitions {
+			t.Errorf("%s: the lookup of %d items in one partition read %d messages and %d partitions; want at most %d and %d",
+				tc.name, n, read["messages"], read["partitions"], n, tc.partitions)
 		}
 		if found := e.count(fmt.Sprintf(tc.found, tc.sql), tc.args...); found != 1 {
 			t.Errorf("%s: the lookup found %d messages, want 1 (m2)", tc.name, found)
@@ -354,48 +352,4 @@ func TestDeleteMessageInASegment(t *testing.T) {
 	if got := res.Messages[2]; got.Seq != 5 || string(got.Payload) != string(payloadOf("b", "2")) {
 		t.Errorf("the new b: seq %d payload %s, want seq 5 and the new payload", got.Seq, got.Payload)
 	}
-}
-
-// The ack of a whole leased batch finds its messages in the segments the lease covers, not by
-// a key probe each, and reads no segment past the lease however long the backlog; the acks
-// apply to the right messages.
-func TestAckOfALeasedBatchReadsItsSegments(t *testing.T) {
-	e := newStoreEnv(t)
-	var pid uuid.UUID
-	for k := range 23 { // segments of 100: three leased, twenty behind them
-		var batch []persistence.PushItem
-		for i := range 100 {
-			batch = append(batch, items("q", "p", "1", fmt.Sprintf("m%d", k*100+i+1))...)
-		}
-		pid = e.push(batch...)[0].PartitionID
-	}
-	// Many consumer rows, as many partitions have: the lookup must probe its own, not hash all.
-	e.exec(`INSERT INTO queen.partitions (queue_id, name) SELECT queue_id, 'x' || g FROM queen.partitions, generate_series(1, 50000) g`)
-	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group) SELECT id, 'g' FROM queen.partitions WHERE name LIKE 'x%'`)
-	e.exec(`ANALYZE queen.partition_consumers`)
-	res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 300})
-	if len(res.Messages) != 300 {
-		t.Fatalf("popped %d, want 300", len(res.Messages))
-	}
-	n := len(res.Messages)
-	pids, txs, scopes, groups := make([][16]byte, n), make([]string, n), make([]string, n), make([]string, n)
-	acks := make([]persistence.AckItem, n)
-	for i, m := range res.Messages {
-		pids[i], txs[i], groups[i] = pid, m.TransactionID, persistence.QueueMode
-		acks[i] = ackOf(m, persistence.QueueMode, lease, persistence.AckCompleted)
-	}
-	// A generic plan, as a connection that acked many times runs it: it knows nothing of the
-	// batch's size.
-	read := explainReads(t, e, e.s.Pool(), persistence.AckedMessagesSQL, []any{pids, txs, scopes, groups},
-		"SET LOCAL plan_cache_mode = force_generic_plan")
-	if read["message_transactions"] != 0 || read["segments"] > 3 || read["partition_consumers"] > 1 {
-		t.Errorf("the ack of a leased batch of 300 read %d keys, %d segments and %d consumer rows; want none, at most 3 and 1",
-			read["message_transactions"], read["segments"], read["partition_consumers"])
-	}
-	for i, r := range e.ack(acks...) {
-		if !r.Success {
-			t.Fatalf("ack %d: %+v", i, r)
-		}
-	}
-	e.checkConsumer(pid, persistence.QueueMode, lease, consumerRow{Cursor: 300, Consumed: 300, Batches: 1})
 }

@@ -116,8 +116,16 @@ type pushItem struct {
 	BadTrace  string
 }
 
-// decodePush decodes and validates a push body.
+// decodePush decodes and validates a push body: fastPush when it can, encoding/json otherwise.
 func decodePush(body []byte) ([]pushItem, error) {
+	if items, handled, err := fastPush(body); handled {
+		return items, err
+	}
+	return decodePushJSON(body)
+}
+
+// decodePushJSON decodes and validates a push body with encoding/json.
+func decodePushJSON(body []byte) ([]pushItem, error) {
 	var req struct {
 		Items []pushItemJSON `json:"items"`
 	}
@@ -378,8 +386,16 @@ func groupName(g, field string) (string, error) {
 	return g, checkLen(g, field)
 }
 
-// decodeAckBatch decodes the /ack/batch body.
+// decodeAckBatch decodes the /ack/batch body: fastAckBatch when it can, encoding/json otherwise.
 func decodeAckBatch(body []byte) ([]persistence.AckItem, error) {
+	if acks, handled, err := fastAckBatch(body); handled {
+		return acks, err
+	}
+	return decodeAckBatchJSON(body)
+}
+
+// decodeAckBatchJSON decodes the /ack/batch body with encoding/json.
+func decodeAckBatchJSON(body []byte) ([]persistence.AckItem, error) {
 	// One pass of encoding/json: decoding the array as raw JSON first and then again into
 	// ackJSON validated and copied it twice. A type error (acknowledgments not an array of
 	// objects) does not stop the decoding of the other fields, so consumerGroup is checked

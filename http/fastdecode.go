@@ -24,15 +24,7 @@ import (
 // It returns the index after the object, and false when the object is not one it can read
 // exactly as encoding/json would.
 func fastFields(b []byte, i int, names []string, out []json.RawMessage) (int, bool) {
-	i = skipJSONSpace(b, i)
-	if i >= len(b) || b[i] != '{' {
-		return i, false
-	}
-	i = skipJSONSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for i < len(b) {
+	return fastElements(b, i, '{', '}', func(i int) (int, bool) {
 		if b[i] != '"' {
 			return i, false
 		}
@@ -50,60 +42,57 @@ func fastFields(b []byte, i int, names []string, out []json.RawMessage) (int, bo
 		}
 		start := skipJSONSpace(b, i+1)
 		i = skipJSONValue(b, start)
-		k := -1
-		for n, name := range names {
-			if string(key) == name {
-				k = n
-				break
-			}
-			if bytes.EqualFold(key, []byte(name)) {
-				return i, false // encoding/json would take it; its rule for that is its own
-			}
-		}
-		if k >= 0 {
-			if out[k] != nil {
+		for k, name := range names {
+			switch {
+			case string(key) == name && out[k] == nil:
+				out[k] = b[start:i]
+				return i, true
+			case bytes.EqualFold(key, []byte(name)):
+				// A field given twice, or a key encoding/json would match by its own rule.
 				return i, false
 			}
-			out[k] = b[start:i]
 		}
-		i = skipJSONSpace(b, i)
-		if i < len(b) && b[i] == ',' {
-			i = skipJSONSpace(b, i+1)
-			continue
-		}
-		if i < len(b) && b[i] == '}' {
-			return i + 1, true
-		}
-		return i, false
-	}
-	return i, false
+		return i, true // a field the route does not read
+	})
 }
 
-// fastArray calls each with the index of every element of the array at b[i] (valid JSON) and
-// returns the index after it; false when b[i] is not an array or each refused an element.
+// fastArray calls each with the position n and the index of every element of the array at
+// b[i] (valid JSON) and returns the index after it; false when b[i] is not an array or each
+// refused an element.
 func fastArray(b []byte, i int, each func(n, at int) (int, bool)) (int, bool) {
+	n := 0
+	return fastElements(b, i, '[', ']', func(at int) (int, bool) {
+		n++
+		return each(n-1, at)
+	})
+}
+
+// fastElements calls each with the index of every member or element of the object or array
+// (open, close) at b[i], b being valid JSON, and returns the index after it; false when b[i]
+// is not one or each refused.
+func fastElements(b []byte, i int, open, close byte, each func(at int) (int, bool)) (int, bool) {
 	i = skipJSONSpace(b, i)
-	if i >= len(b) || b[i] != '[' {
+	if i >= len(b) || b[i] != open {
 		return i, false
 	}
 	i = skipJSONSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
+	if i < len(b) && b[i] == close {
 		return i + 1, true
 	}
-	for n := 0; i < len(b); n++ {
+	for i < len(b) {
 		var ok bool
-		if i, ok = each(n, i); !ok {
+		if i, ok = each(i); !ok {
 			return i, false
 		}
 		i = skipJSONSpace(b, i)
-		if i < len(b) && b[i] == ',' {
+		switch {
+		case i < len(b) && b[i] == ',':
 			i = skipJSONSpace(b, i+1)
-			continue
-		}
-		if i < len(b) && b[i] == ']' {
+		case i < len(b) && b[i] == close:
 			return i + 1, true
+		default:
+			return i, false
 		}
-		return i, false
 	}
 	return i, false
 }

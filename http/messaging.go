@@ -70,8 +70,57 @@ func jsonString(s *string) json.RawMessage {
 	if s == nil {
 		return json.RawMessage("null")
 	}
-	b, _ := json.Marshal(*s)
-	return b
+	return appendJSONString(nil, *s)
+}
+
+// appendPushResults appends the answer of a push as encoding/json writes out (fields in the
+// struct's order, omitempty as tagged; a test compares the two), by hand: json.Marshal of the
+// answer was 6 % of the broker's CPU in the cost cycle.
+func appendPushResults(buf []byte, out []pushResultJSON) []byte {
+	buf = append(buf, '[')
+	for i := range out {
+		r := &out[i]
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '{')
+		if r.Error != "" {
+			buf = append(buf, `"error":`...)
+			buf = append(appendJSONString(buf, r.Error), ',')
+		}
+		buf = append(buf, `"index":`...)
+		buf = strconv.AppendInt(buf, int64(r.Index), 10)
+		buf = appendStringField(buf, `,"message_id":`, r.MessageID)
+		buf = appendStringField(buf, `,"partition":`, r.Partition)
+		buf = appendRawField(buf, `,"partition_id":`, r.PartitionID)
+		buf = appendStringField(buf, `,"queue":`, r.Queue)
+		buf = append(buf, `,"queueName":`...)
+		buf = appendJSONString(buf, r.QueueName)
+		buf = append(buf, `,"status":`...)
+		buf = appendJSONString(buf, r.Status)
+		buf = appendRawField(buf, `,"trace_id":`, r.TraceID)
+		buf = appendStringField(buf, `,"transactionId":`, r.TransactionIDCamel)
+		buf = append(buf, `,"transaction_id":`...)
+		buf = append(appendJSONString(buf, r.TransactionID), '}')
+	}
+	return append(buf, ']')
+}
+
+// appendStringField appends key and v, an omitempty string field, unless v is empty.
+func appendStringField(buf []byte, key, v string) []byte {
+	if v == "" {
+		return buf
+	}
+	return appendJSONString(append(buf, key...), v)
+}
+
+// appendRawField appends key and v, an omitempty json.RawMessage field (compact JSON), unless
+// v is empty.
+func appendRawField(buf []byte, key string, v json.RawMessage) []byte {
+	if len(v) == 0 {
+		return buf
+	}
+	return append(append(buf, key...), v...)
 }
 
 // measure counts a request of op that started at start (deferred by the handlers, so the
@@ -139,7 +188,9 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) error {
 	case res.Buffered:
 		status = fasthttp.StatusCreated
 	}
-	writeJSON(ctx, status, out)
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(status)
+	ctx.Response.SetBodyRaw(appendPushResults(make([]byte, 0, 256*len(out)), out))
 	return nil
 }
 

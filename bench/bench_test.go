@@ -59,6 +59,20 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
+// runArgs runs the bench as the command line args would, failing t on an error.
+func runArgs(t *testing.T, args ...string) *Report {
+	t.Helper()
+	o, err := parseArgs(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := execute(ctx(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 func requireVerified(t *testing.T, r *Result, err error) {
 	t.Helper()
 	if err != nil {
@@ -189,14 +203,7 @@ func TestOutageSmoke(t *testing.T) {
 // only one whose process it can read: the result must carry the broker's RSS for every second
 // of the window, and the peak must be the largest of them.
 func TestOwnBrokerRSS(t *testing.T) {
-	o, err := parseArgs([]string{"push", "--duration", "3s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := execute(ctx(t), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runArgs(t, "push", "--duration", "3s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3")
 	if rep.Failed || len(rep.Results) != 1 {
 		t.Fatalf("failed %v, %d results; want one verified result", rep.Failed, len(rep.Results))
 	}
@@ -668,19 +675,7 @@ func TestFrontDoorRun(t *testing.T) {
 	a := frontDoor(t, broker.Base, cert, "alpha", door{})
 	b := frontDoor(t, broker.Base, cert, "beta", door{ownHealth: true})
 	t.Setenv("QUEEN_BENCH_VS_TOKEN", "beta")
-	runArgs := func(args ...string) *Report {
-		t.Helper()
-		o, err := parseArgs(args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := execute(ctx(t), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep
-	}
-	rep := runArgs("push", "--url", a, "--token", "alpha", "--vs", b, "--ca", caFile,
+	rep := runArgs(t, "push", "--url", a, "--token", "alpha", "--vs", b, "--ca", caFile,
 		"--duration", "1s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3")
 	if rep.Failed || len(rep.Results) != 4 || len(rep.Comparisons) != 1 {
 		t.Fatalf("push A/B: failed %v, %d results, %d comparisons; want 4 verified results and 1 comparison", rep.Failed, len(rep.Results), len(rep.Comparisons))
@@ -691,7 +686,7 @@ func TestFrontDoorRun(t *testing.T) {
 	if cmd := strings.Join(rep.Command, " "); strings.Contains(cmd, "alpha") {
 		t.Fatalf("the report's command holds the key: %s", cmd)
 	}
-	rep = runArgs("ceiling", "--url", a, "--token", "alpha", "--ca", caFile)
+	rep = runArgs(t, "ceiling", "--url", a, "--token", "alpha", "--ca", caFile)
 	if rep.Failed || len(rep.Results) != 1 || !rep.Results[0].Skipped {
 		t.Fatalf("ceiling through a front door: failed %v, results %+v; want one skipped", rep.Failed, rep.Results)
 	}
@@ -704,14 +699,7 @@ func TestBeforeAndAfter(t *testing.T) {
 	if err := exec.Command("git", "rev-parse", "--verify", "HEAD").Run(); err != nil {
 		t.Skipf("not in a git checkout: %v", err)
 	}
-	o, err := parseArgs([]string{"push", "--vs-rev", "HEAD", "--duration", "1s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := execute(ctx(t), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runArgs(t, "push", "--vs-rev", "HEAD", "--duration", "1s", "--warmup", "0", "--batch", "10", "--conns", "2", "--partitions", "3")
 	if rep.Failed || len(rep.Results) != 4 {
 		t.Fatalf("push --vs-rev: failed %v, %d results; want 4 verified", rep.Failed, len(rep.Results))
 	}

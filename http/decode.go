@@ -196,9 +196,9 @@ func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
 	return it, nil
 }
 
-// sanitizePayload returns the payload as PostgreSQL's jsonb will store it, or a 400. A payload
-// jsonb would refuse must be caught here: in the database it would fail the whole fused call,
-// and with it other clients' requests. Most payloads pass through untouched after one scan; a
+// sanitizePayload returns the payload in a form PostgreSQL's jsonb accepts, or a 400: payloads
+// are stored as text, but the browse and inspect routes read them as jsonb, and one jsonb
+// refused there would fail the route (before segments, it failed the whole fused push). Most payloads pass through untouched after one scan; a
 // payload with \u escapes or invalid UTF-8 is re-encoded (unpaired surrogates and bad bytes
 // become U+FFFD, numbers keep their exact literals), and one holding the character U+0000,
 // which jsonb has no form for, is refused.

@@ -188,12 +188,11 @@ func fastPush(body []byte) (items []pushItem, handled bool, err error) {
 		return nil, false, nil
 	}
 	body = bytes.Clone(body)
-	var list json.RawMessage
 	top := []json.RawMessage{nil}
 	if _, ok := fastFields(body, 0, []string{"items"}, top); !ok || top[0] == nil {
 		return nil, false, nil
 	}
-	list = top[0]
+	list := top[0]
 	fields := make([]json.RawMessage, len(pushFields))
 	_, ok := fastArray(list, 0, func(n, at int) (int, bool) {
 		clear(fields)

@@ -75,9 +75,10 @@ func appendPopBody(buf []byte, req persistence.PopRequest, res persistence.PopRe
 	return buf
 }
 
-// appendCompactJSONB appends a payload as PostgreSQL's jsonb prints it, without the space it
-// puts after every ':' and ','. That is the only whitespace outside strings in jsonb's canonical
-// output, so one pass that tracks strings is enough; no validation is needed.
+// appendCompactJSONB appends a stored payload without a space after a ':' or ',' outside its
+// strings: the only whitespace in jsonb's output, which the messages stored before segments
+// keep, and insignificant in a payload kept as its producer wrote it. One pass that tracks
+// strings is enough; no validation is needed.
 func appendCompactJSONB(buf, p []byte) []byte {
 	inString, escaped := false, false
 	start := 0

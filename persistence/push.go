@@ -49,8 +49,8 @@ type PushResult struct {
 // travels with its first batch and COMMIT with its second, so the partition locks taken in the
 // first are held for one round trip and the commit, which bounds a hot partition's throughput.
 //
-// The first attempt does not look the transactionIds up: the unique index on (partition_id,
-// transaction_id) refuses one already stored as the messages go in, at no extra cost, where the
+// The first attempt does not look the transactionIds up: the key of message_transactions
+// (partition_id, transaction_id) refuses one already stored as the messages go in, where the
 // lookup cost an index probe per message. A refusal (a producer's retry, a replayed spool: rare)
 // rolls the push back and runs it again with the lookup, which answers such items "duplicate".
 func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
@@ -81,8 +81,8 @@ type pushOptions struct {
 	lookUp bool
 }
 
-// errStoredTransaction is a push without the lookup refused by the unique index: an item's
-// transactionId is stored in its partition already.
+// errStoredTransaction is a push without the lookup refused by message_transactions' key: an
+// item's transactionId is stored in its partition already.
 var errStoredTransaction = errors.New("a transactionId of the push is stored already")
 
 // PushLaneKey keys a push item by its queue and partition, for the push lanes (fusion.Lanes):

@@ -73,10 +73,18 @@ func (s *Store) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
 	var out []AckResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = ackInTx(ctx, tx, items, false)
+		out, err = ackInTx(ctx, tx, items, s.leased.lookUp(items), false)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range out {
+		if r.LeaseReleased {
+			s.leased.forget(items[i].LeaseID, items[i].PartitionID)
+		}
+	}
+	return out, nil
 }
 
 type consumerKey struct {
@@ -114,8 +122,9 @@ type dlqRow struct {
 // is looked up once (an ack batch names a few partitions for hundreds of messages), then each
 // message is a probe of message_transactions' key (see duplicateProbeSQL): as a
 // plain join, PostgreSQL hashed every partition with its queue for each ack, 10 ms an ack at
-// 10k partitions.
-var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS v(pid, tx, scope, ord)),
+// 10k partitions. An item whose seq the broker already knows ($4, 0 when not; see
+// leasedMessages) skips the probe: its condition is a one-time filter of the subquery.
+var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int8[]) WITH ORDINALITY AS v(pid, tx, scope, known, ord)),
 	parts AS (SELECT k.pid, k.scope, p.id, p.name, p.queue, p.retry_limit
 		FROM (SELECT DISTINCT pid, scope FROM v) k
 		CROSS JOIN LATERAL (SELECT p.id, p.name, q.name AS queue, q.retry_limit
@@ -124,13 +133,20 @@ var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], 
 	SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
 	FROM v
 	LEFT JOIN parts p ON p.pid = v.pid AND p.scope = v.scope
-	LEFT JOIN LATERAL (SELECT m.seq FROM queen.message_transactions m WHERE m.partition_id = p.id AND m.transaction_id = v.tx LIMIT 1) m ON true
+	LEFT JOIN LATERAL (SELECT v.known AS seq WHERE v.known > 0 AND p.id IS NOT NULL
+		UNION ALL
+		SELECT m.seq FROM queen.message_transactions m WHERE v.known = 0 AND m.partition_id = p.id AND m.transaction_id = v.tx
+		LIMIT 1) m ON true
 	ORDER BY v.ord`
 
 // ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its
-// sequence number and applies the acks of each row in sequence order. With failedToDLQ (the
-// transaction route) a failed ack dead-letters at once instead of spending the retry budget.
-func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) ([]AckResult, error) {
+// sequence number (known[i] when not 0; known may be nil) and applies the acks of each row in
+// sequence order. With failedToDLQ (the transaction route) a failed ack dead-letters at once
+// instead of spending the retry budget.
+func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, failedToDLQ bool) ([]AckResult, error) {
+	if known == nil {
+		known = make([]int64, len(items)) // a NULL array would unnest to NULLs: no probe at all
+	}
 	pids := make([][16]byte, len(items)) // [16]byte: see the push columns
 	groups := make([]string, len(items))
 	txIDs := make([]string, len(items))
@@ -145,7 +161,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, failedToDLQ bool) 
 		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
 		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, pids, groups)
 	// The lock above may take the row of an item outside its scope; it is never written.
-	b.Queue(ackedMessagesSQL, pids, txIDs, scopes)
+	b.Queue(ackedMessagesSQL, pids, txIDs, scopes, known)
 	br := tx.SendBatch(ctx, b)
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()

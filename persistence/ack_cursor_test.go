@@ -24,22 +24,25 @@ func failed(seq int, err string) ackStep {
 	return ackStep{seq: seq, status: persistence.AckFailed, err: err, lease: ownLease}
 }
 
+// ackCase is one Ack call of TestAckMovesCursorAndLease and what it must leave behind.
+type ackCase struct {
+	name       string
+	retryLimit int
+	noPop      bool // acknowledge without a pop: no lease is in force
+	acks       []ackStep
+	want       []persistence.AckResult // without QueueName and PartitionName
+	wantRow    consumerRow             // LeaseID may be ownLease
+	wantDLQ    []deadLetter
+	wantNext   []int64 // what the next pop delivers, the lease expired if still held
+}
+
 // One Ack call on a partition of three messages that a pop delivered under one lease (unless
 // noPop): per item answer, the cursor and lease afterwards, the dead letters written and what
 // the next pop delivers.
 func TestAckMovesCursorAndLease(t *testing.T) {
 	ok := persistence.AckResult{Success: true}
 	released := persistence.AckResult{Success: true, LeaseReleased: true}
-	cases := []struct {
-		name       string
-		retryLimit int
-		noPop      bool // acknowledge without a pop: no lease is in force
-		acks       []ackStep
-		want       []persistence.AckResult // without QueueName and PartitionName
-		wantRow    consumerRow             // LeaseID may be ownLease
-		wantDLQ    []deadLetter
-		wantNext   []int64 // what the next pop delivers, the lease expired if still held
-	}{
+	cases := []ackCase{
 		{
 			name: "completed first message keeps the lease", retryLimit: 3,
 			acks:     []ackStep{done(1)},
@@ -142,47 +145,60 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			wantDLQ: []deadLetter{{Seq: 2, Group: persistence.QueueMode, Error: "bad"}},
 		},
 	}
+	// The broker that granted a lease remembers what it delivered (leasedMessages); another
+	// broker of the mesh, or one restarted, finds the messages in the database. Both must agree.
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newStoreEnv(t)
-			pushed := e.push(items("q", "p", "1", "a", "b", "c")...)
-			pid := pushed[0].PartitionID
-			e.setQueue("q", "retry_limit = "+strconv.Itoa(tc.retryLimit))
-			lease := ""
-			if !tc.noPop {
-				var res persistence.PopResult
-				res, lease = e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 3})
-				if len(res.Messages) != 3 {
-					t.Fatalf("pop delivered %v", txIDs(res.Messages))
-				}
-			}
-			acks := make([]persistence.AckItem, len(tc.acks))
-			for i, a := range tc.acks {
-				acks[i] = persistence.AckItem{PartitionID: pid, TransactionID: []string{"a", "b", "c"}[a.seq-1],
-					Group: persistence.QueueMode, LeaseID: resolveLease(a.lease, lease), Status: a.status, Error: a.err}
-				if a.tx != "" {
-					acks[i].TransactionID = a.tx
-				}
-			}
-			res := e.ack(acks...)
-			for i, r := range res {
-				// Every item names a message of partition p, found or not.
-				if r.Queue != (persistence.QueueName{Name: "q"}) || r.PartitionName != "p" {
-					t.Errorf("ack %d names %v/%v", i, r.Queue, r.PartitionName)
-				}
-				if unnamed(r) != tc.want[i] {
-					t.Errorf("ack %d: %+v, want %+v", i, r, tc.want[i])
-				}
-			}
-			e.checkConsumer(pid, persistence.QueueMode, lease, tc.wantRow)
-			e.checkDeadLetters(pid, tc.wantDLQ)
-			if tc.wantRow.LeaseID != "" {
-				e.expireLease(pid, persistence.QueueMode)
-			}
-			if next, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 10}); !slices.Equal(seqs(next.Messages), tc.wantNext) {
-				t.Errorf("next pop delivered %v, want %v", seqs(next.Messages), tc.wantNext)
-			}
-		})
+		for _, by := range []string{"the popping broker", "another broker"} {
+			t.Run(tc.name+"/acked by "+by, func(t *testing.T) {
+				tc.run(t, by == "another broker")
+			})
+		}
+	}
+}
+
+// run pushes three messages, pops them under a lease (unless noPop) and applies the acks, through
+// another Store on the same database when otherBroker.
+func (tc ackCase) run(t *testing.T, otherBroker bool) {
+	e := newStoreEnv(t)
+	pushed := e.push(items("q", "p", "1", "a", "b", "c")...)
+	pid := pushed[0].PartitionID
+	e.setQueue("q", "retry_limit = "+strconv.Itoa(tc.retryLimit))
+	lease := ""
+	if !tc.noPop {
+		var res persistence.PopResult
+		res, lease = e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 3})
+		if len(res.Messages) != 3 {
+			t.Fatalf("pop delivered %v", txIDs(res.Messages))
+		}
+	}
+	acks := make([]persistence.AckItem, len(tc.acks))
+	for i, a := range tc.acks {
+		acks[i] = persistence.AckItem{PartitionID: pid, TransactionID: []string{"a", "b", "c"}[a.seq-1],
+			Group: persistence.QueueMode, LeaseID: resolveLease(a.lease, lease), Status: a.status, Error: a.err}
+		if a.tx != "" {
+			acks[i].TransactionID = a.tx
+		}
+	}
+	if otherBroker {
+		e.s = persistence.NewStore(e.pool)
+	}
+	res := e.ack(acks...)
+	for i, r := range res {
+		// Every item names a message of partition p, found or not.
+		if r.Queue != (persistence.QueueName{Name: "q"}) || r.PartitionName != "p" {
+			t.Errorf("ack %d names %v/%v", i, r.Queue, r.PartitionName)
+		}
+		if unnamed(r) != tc.want[i] {
+			t.Errorf("ack %d: %+v, want %+v", i, r, tc.want[i])
+		}
+	}
+	e.checkConsumer(pid, persistence.QueueMode, lease, tc.wantRow)
+	e.checkDeadLetters(pid, tc.wantDLQ)
+	if tc.wantRow.LeaseID != "" {
+		e.expireLease(pid, persistence.QueueMode)
+	}
+	if next, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 10}); !slices.Equal(seqs(next.Messages), tc.wantNext) {
+		t.Errorf("next pop delivered %v, want %v", seqs(next.Messages), tc.wantNext)
 	}
 }
 

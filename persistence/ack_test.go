@@ -1,6 +1,7 @@
 package persistence_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -55,4 +56,39 @@ func TestAckScopesEachItemOfAFusedCall(t *testing.T) {
 			t.Errorf("cursor of %s: %d, want %d", pid, cursor, want)
 		}
 	}
+}
+
+// An ack naming the lease it was delivered under finds its message without the database's
+// lookup, but the answers stay those of the lookup: a message deleted since the pop is not
+// found, and a partition outside the caller's tenant is not found either.
+func TestAckOfARememberedLeaseAnswersAsTheLookup(t *testing.T) {
+	e := newStoreEnv(t)
+	queue := persistence.QueueName{Tenant: "globex", Name: "ledger"}
+	push := items("ledger", "p", "1", "a", "b", "c")
+	for i := range push {
+		push[i].Queue = queue
+	}
+	pid := e.push(push...)[0].PartitionID
+	res, lease := e.pop(persistence.PopRequest{Queue: queue, Partition: "p", Batch: 3})
+	if !slices.Equal(txIDs(res.Messages), []string{"a", "b", "c"}) {
+		t.Fatalf("pop delivered %v", txIDs(res.Messages))
+	}
+	if found, err := e.s.DeleteMessage(e.ctx, pid, "b"); err != nil || !found {
+		t.Fatalf("delete b: %v, %v", found, err)
+	}
+	ack := func(tx, tenant string) persistence.AckItem {
+		return persistence.AckItem{PartitionID: pid, TransactionID: tx, Group: persistence.QueueMode, LeaseID: lease,
+			Status: persistence.AckCompleted, Scope: persistence.Scope{Tenant: tenant}}
+	}
+	got := e.ack(ack("a", "acme"), ack("b", "globex"), ack("a", "globex"), ack("c", "globex"))
+	want := []persistence.AckResult{
+		{Error: persistence.ErrMessageNotFound},
+		{Error: persistence.ErrMessageNotFound, Queue: queue, PartitionName: "p"},
+		{Success: true, Queue: queue, PartitionName: "p"},
+		{Success: true, Queue: queue, PartitionName: "p", LeaseReleased: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("acks answered %+v, want %+v", got, want)
+	}
+	e.checkConsumer(pid, persistence.QueueMode, lease, consumerRow{Cursor: 3, Consumed: 3, Batches: 1})
 }

@@ -317,6 +317,9 @@ func (s *Store) DeleteMessage(ctx context.Context, partitionID uuid.UUID, transa
 	if err != nil {
 		return false, fmt.Errorf("cannot delete message %s/%s: %w", partitionID, transactionID, err)
 	}
+	if found {
+		s.leased.forgetTransaction(partitionID, transactionID)
+	}
 	return found, nil
 }
 

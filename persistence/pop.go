@@ -93,6 +93,9 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 		}
 		return nil
 	})
+	if err == nil && !r.AutoAck {
+		s.leased.remember(r.LeaseID, res.Messages)
+	}
 	return res, err
 }
 

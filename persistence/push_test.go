@@ -262,7 +262,7 @@ func TestLookupsByTransactionIDReadOneEntryPerItem(t *testing.T) {
 		partitions int
 	}{
 		{"push", persistence.DuplicateProbeSQL, []any{queues, partitions, txs}, "SELECT count(*) FROM (%s) r", n},
-		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes}, "SELECT count(seq) FROM (%s) r(ord, seq)", 1},
+		{"ack", persistence.AckedMessagesSQL, []any{pids, txs, scopes, make([]int64, n)}, "SELECT count(seq) FROM (%s) r(ord, seq)", 1},
 	} {
 		read := explainReads(t, e, e.s.Pool(), tc.sql, tc.args, "SET LOCAL plan_cache_mode = force_custom_plan")
 		if read["messages"] > n || read["partitions"] > tc.partitions {

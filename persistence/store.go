@@ -31,10 +31,11 @@ type Store struct {
 	// onError is told of every failed transaction attempt (the database errors of the
 	// metrics); nil: nobody listens.
 	onError func()
+	leased  *leasedMessages
 }
 
 // NewStore wraps an open pool (tests; the broker opens its store with Open).
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, leased: newLeasedMessages()} }
 
 // Pool returns the underlying pool (tests reach the database through it).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -64,15 +64,35 @@ func (c *Cluster) Kill() error {
 // stopProcesses sends SIGSTOP to the postmaster, so that it starts no new process, then to each
 // of its children, and returns them all, postmaster first. It finds the children by their
 // parent in /proc, which only works while the postmaster lives.
-func (c *Cluster) stopProcesses() ([]int, error) {
-	pidFile, err := os.ReadFile(filepath.Join(c.pgdata, "postmaster.pid"))
+func (c *Cluster) stopProcesses() ([]int, error) { return stopServer(c.pgdata) }
+
+// KillServer sends SIGKILL to the server running in the data directory pgdata and to every
+// process of it, and returns once the postmaster is gone: the loss of its machine, for a server
+// another program started (Patroni). A directory without a live postmaster is left alone.
+func KillServer(pgdata string) error {
+	pids, err := stopServer(pgdata)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot find the postmaster of %s: %w", c.pgdata, err)
+		return err
+	}
+	return waitExited(pids[0], time.Minute)
+}
+
+// stopServer is stopProcesses for the server of data directory pgdata.
+func stopServer(pgdata string) ([]int, error) {
+	pidFile, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot find the postmaster of %s: %w", pgdata, err)
 	}
 	line, _, _ := strings.Cut(string(pidFile), "\n")
 	postmaster, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the postmaster's pid in %s: %q", c.pgdata, line)
+		return nil, fmt.Errorf("cannot read the postmaster's pid in %s: %q", pgdata, line)
 	}
 	if err := syscall.Kill(postmaster, syscall.SIGSTOP); err != nil {
 		return nil, fmt.Errorf("cannot stop the postmaster %d: %w", postmaster, err)

@@ -408,6 +408,18 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte,
 	return out.Bytes(), err
 }
 
+// ServerUser is the account a PostgreSQL server started by this process runs under: the
+// process's own (nil credential), or an unprivileged one when it runs as root.
+func ServerUser() (string, *syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return "", nil, nil
+	}
+	return unprivilegedUser()
+}
+
+// BinDir finds the newest installed PostgreSQL's binaries (see findBinDir).
+func BinDir() (string, error) { return findBinDir("") }
+
 // unprivilegedUser picks the account the server runs under when we are root.
 func unprivilegedUser() (string, *syscall.Credential, error) {
 	var errs []error

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/url"
 	"strings"
@@ -60,7 +61,11 @@ func (p *Proxy) authenticateKey(ctx *fasthttp.RequestCtx, c *cell, rt route, aut
 	if !ok || !strings.HasPrefix(secret, pxdb.KeyPrefix) {
 		return refuse(ctx, fasthttp.StatusUnauthorized, "invalid_credential", "the bearer token is not an API key of this proxy")
 	}
-	key, err := p.keys.lookup(secret)
+	key, err := p.keys.get(sha256.Sum256([]byte(secret)), func() (pxdb.Key, error) {
+		ctx, cancel := lookupContext()
+		defer cancel()
+		return p.store.KeyBySecret(ctx, secret)
+	})
 	switch {
 	case errors.Is(err, pxdb.ErrNotFound):
 		return refuse(ctx, fasthttp.StatusUnauthorized, "invalid_credential", "unknown API key")
@@ -81,25 +86,30 @@ func (p *Proxy) authenticateKey(ctx *fasthttp.RequestCtx, c *cell, rt route, aut
 }
 
 func (p *Proxy) authenticateSession(ctx *fasthttp.RequestCtx, c *cell, rt route, token string) (caller, bool) {
-	s, err := p.verifySession(token)
-	if err != nil {
+	s, err := p.liveSession(token)
+	switch {
+	case errors.Is(err, errNoSession):
 		clearSession(ctx, p.cfg.TLS())
 		if rt.dashboard() {
 			ctx.Redirect("/proxy/login?next="+url.QueryEscape(rt.path), fasthttp.StatusFound)
 			return caller{}, false
 		}
 		return refuse(ctx, fasthttp.StatusUnauthorized, "session_expired", "the session is not valid; sign in again")
+	case err != nil:
+		p.log.Error("cannot look up a session", "err", err)
+		return refuse(ctx, fasthttp.StatusServiceUnavailable, "control_plane_unavailable", "credentials cannot be checked now")
 	}
-	if s.Cell != c.Name {
+	u := s.User
+	if u.Cell != c.Name {
 		return refuse(ctx, fasthttp.StatusForbidden, "wrong_cell", "this session belongs to another cell")
 	}
-	if classes, ok := pxdb.RoleClasses(s.Role); !ok || !grants(classes, rt.class) {
-		return refuse(ctx, fasthttp.StatusForbidden, "class_not_granted", "the role "+s.Role+" is not granted "+string(rt.class))
+	if classes, ok := pxdb.RoleClasses(u.Role); !ok || !grants(classes, rt.class) {
+		return refuse(ctx, fasthttp.StatusForbidden, "class_not_granted", "the role "+u.Role+" is not granted "+string(rt.class))
 	}
 	if !ctx.IsGet() && !ctx.IsHead() && !sameOrigin(ctx) {
 		return refuse(ctx, fasthttp.StatusForbidden, "csrf_refused", "a request changing state with a session cookie must come from this origin")
 	}
-	return caller{name: s.Subject, credential: "session"}, true
+	return caller{name: u.Name, credential: "session"}, true
 }
 
 // sameOrigin is the CSRF check of requests made with the session cookie: the browser's Origin

@@ -148,16 +148,20 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, c *cell, rt route, id string) 
 	}
 	req.SetRequestURI(uri)
 
+	start := time.Now()
 	err := c.client.DoDeadline(req, resp, deadline)
 	switch {
 	case errors.Is(err, fasthttp.ErrTimeout):
+		p.metrics.upstreamError("timeout")
 		writeJSON(ctx, fasthttp.StatusGatewayTimeout, answer{Code: "upstream_timeout", Error: "the broker did not answer in time"})
 		return fasthttp.StatusGatewayTimeout
 	case err != nil:
+		p.metrics.upstreamError("unavailable")
 		p.log.Warn("cannot reach the cell's broker", "cell", c.Name, "upstream", c.Upstream, "request_id", id, "err", err)
 		writeJSON(ctx, fasthttp.StatusBadGateway, answer{Code: "upstream_unavailable", Error: "the broker cannot be reached"})
 		return fasthttp.StatusBadGateway
 	}
+	p.metrics.upstream(string(rt.class), time.Since(start))
 	resp.Header.CopyTo(&ctx.Response.Header)
 	for _, h := range hopHeaders {
 		ctx.Response.Header.Del(h)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
 	"queen/background"
@@ -29,12 +30,15 @@ type Proxy struct {
 	store *pxdb.Store
 	log   *slog.Logger
 
-	cells  atomic.Pointer[cellSet]
-	keys   *keyCache
-	limits *limiter
-	tls    *certificate // nil without TLS
-	srv    *fasthttp.Server
-	loops  *background.Group
+	cells    atomic.Pointer[cellSet]
+	feed     *changeFeed
+	keys     *feedCache[[32]byte, pxdb.Key]       // by the SHA-256 of the secret
+	sessions *feedCache[uuid.UUID, sessionLookup] // by session id
+	limits   *limiter
+	metrics  *proxyMetrics
+	tls      *certificate // nil without TLS
+	srv      *fasthttp.Server
+	loops    *background.Group
 	// served is closed when the listener stops serving; serveErr says why, nil for Shutdown.
 	served   chan struct{}
 	serveErr error
@@ -46,8 +50,14 @@ type Proxy struct {
 // re-read every QUEEN_PROXY_CELLS_REFRESH_MS, and a revocation anywhere (another proxy, the
 // CLI) empties the key cache at once through PostgreSQL's LISTEN (keycache.go).
 func Start(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.Logger, ln net.Listener) (*Proxy, error) {
-	p := &Proxy{cfg: cfg, store: store, log: log, keys: newKeyCache(store), limits: newLimiter(cfg),
+	p := &Proxy{cfg: cfg, store: store, log: log, feed: &changeFeed{store: store},
 		loops: background.NewGroup(), served: make(chan struct{})}
+	p.metrics = newProxyMetrics(p.feed.listening.Load)
+	p.keys = newFeedCache[[32]byte, pxdb.Key](p.feed, maxCachedCredentials,
+		p.metrics.lookup("api_key", "hit"), p.metrics.lookup("api_key", "miss"))
+	p.sessions = newFeedCache[uuid.UUID, sessionLookup](p.feed, maxCachedCredentials,
+		p.metrics.lookup("session", "hit"), p.metrics.lookup("session", "miss"))
+	p.limits = newLimiter(cfg, store, p.metrics, log)
 	if cfg.TLS() {
 		c, err := loadCertificate(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -76,8 +86,11 @@ func Start(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.L
 			p.log.Warn("cannot re-read the cells", "err", err)
 		}
 	}
-	p.loops.Go(func(ctx context.Context) { p.keys.listen(ctx, p.log, func() { refresh(ctx) }) })
+	p.feed.subscribe(func() { refresh(context.Background()) })
+	p.loops.Go(func(ctx context.Context) { p.feed.listen(ctx, p.log) })
 	p.loops.Every(cfg.CellsRefresh, nil, refresh)
+	p.loops.Every(usageSyncInterval, nil, p.limits.sync)
+	p.loops.Every(time.Hour, nil, p.deleteExpired)
 	go func() {
 		p.serveErr = p.serve(ln)
 		close(p.served)
@@ -114,7 +127,21 @@ func (p *Proxy) ReloadCertificate() error {
 func (p *Proxy) Done() <-chan struct{} { return p.served }
 
 // ChangeFeedUp reports whether the key cache is following the control plane's changes.
-func (p *Proxy) ChangeFeedUp() bool { return p.keys.listening.Load() }
+func (p *Proxy) ChangeFeedUp() bool { return p.feed.listening.Load() }
+
+// maxCachedCredentials bounds each credential cache: past it, the cache starts over.
+const maxCachedCredentials = 100000
+
+// deleteExpired deletes the control plane's dead rows: sessions expired a day ago, sign-in
+// failure windows that have passed.
+func (p *Proxy) deleteExpired(ctx context.Context) {
+	if _, err := p.store.DeleteExpiredSessions(ctx); err != nil && ctx.Err() == nil {
+		p.log.Warn("cannot delete expired sessions", "err", err)
+	}
+	if err := p.store.DeleteOldSignInFailures(ctx, signInLimits.Window); err != nil && ctx.Err() == nil {
+		p.log.Warn("cannot delete old sign-in failures", "err", err)
+	}
+}
 
 // Shutdown stops accepting connections and waits for open requests, then stops the loops and
 // waits for them, so the control-plane store can close under nothing.
@@ -133,10 +160,13 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	// both classified and forwarded (fasthttp's own normalised ctx.Path() is not used).
 	path, _, _ := strings.Cut(string(ctx.Request.Header.RequestURI()), "?")
 	method := string(ctx.Method())
+	class := "own"
+	defer func() { p.metrics.request(class, ctx.Response.StatusCode()) }()
 	if p.ownRoute(ctx, method, path, id) {
 		return
 	}
 	rt := classify(method, path)
+	class = string(rt.class)
 	if rt.class == Blocked {
 		writeJSON(ctx, fasthttp.StatusNotFound, answer{Code: "route_blocked", Error: "this path is not served by the proxy"})
 		return
@@ -150,7 +180,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	if who.key != nil && !p.limits.admit(ctx, who.key.ID, p.log) {
+	if who.key != nil && !p.limits.admit(ctx, who.key.ID) {
 		return
 	}
 	status := p.forward(ctx, c, rt, id)

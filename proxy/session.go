@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +18,13 @@ import (
 	"queen/proxy/pxdb"
 )
 
-// Human sessions: a sign-in with a user's password sets a short-lived HS256 token, signed with
-// QUEEN_PROXY_JWT_SECRET, in an HttpOnly, SameSite=Strict cookie (Secure under TLS). The token
-// carries the user, the cell and the role; nothing is stored server-side, so a session ends by
-// expiring (QUEEN_PROXY_SESSION_TTL_SECONDS) or when the browser drops the cookie on sign-out.
+// Human sessions: a sign-in with a user's password records a session in the control plane and
+// sets a short-lived HS256 token naming it, signed with QUEEN_PROXY_JWT_SECRET, in an HttpOnly,
+// SameSite=Strict cookie (Secure under TLS). Each request checks the signature, then that the
+// session is still live (feedCache: from memory while the change feed runs), so a sign-out, a
+// disabled or deleted user ends the session on every proxy, and the user's cell and role are
+// those of now. Sign-ins are throttled per user name and per address across proxies
+// (signInLimits).
 
 const sessionCookie = "queen_session"
 
@@ -33,12 +37,49 @@ type sessionClaims struct {
 
 const sessionIssuer = "queen-proxy"
 
-func (p *Proxy) signSession(u pxdb.User) (string, error) {
-	now := time.Now()
+func (p *Proxy) signSession(s pxdb.Session) (string, error) {
+	u := s.User
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, sessionClaims{Cell: u.Cell, Role: u.Role, RegisteredClaims: jwt.RegisteredClaims{
-		Issuer: sessionIssuer, Subject: u.Name, ID: uuid.NewString(),
-		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(p.cfg.SessionTTL)),
+		Issuer: sessionIssuer, Subject: u.Name, ID: s.ID.String(),
+		IssuedAt: jwt.NewNumericDate(time.Now()), ExpiresAt: jwt.NewNumericDate(s.ExpiresAt),
 	}}).SignedString([]byte(p.cfg.JWTSecret))
+}
+
+// sessionLookup is what the session cache keeps: an ended session is remembered as such.
+type sessionLookup struct {
+	session pxdb.Session
+	live    bool
+}
+
+// errNoSession is a token that is not a valid signed token, or names a session that has ended.
+var errNoSession = errors.New("no live session")
+
+// liveSession checks the token's signature, then that the session it names is live.
+func (p *Proxy) liveSession(token string) (pxdb.Session, error) {
+	claims, err := p.verifySession(token)
+	if err != nil {
+		return pxdb.Session{}, errNoSession
+	}
+	id, err := uuid.Parse(claims.ID)
+	if err != nil {
+		return pxdb.Session{}, errNoSession // a token of a release whose sessions were not recorded
+	}
+	found, err := p.sessions.get(id, func() (sessionLookup, error) {
+		ctx, cancel := lookupContext()
+		defer cancel()
+		s, err := p.store.LiveSession(ctx, id)
+		if errors.Is(err, pxdb.ErrNotFound) {
+			return sessionLookup{}, nil
+		}
+		return sessionLookup{session: s, live: err == nil}, err
+	})
+	switch {
+	case err != nil:
+		return pxdb.Session{}, err
+	case !found.live || !time.Now().Before(found.session.ExpiresAt):
+		return pxdb.Session{}, errNoSession
+	}
+	return found.session, nil
 }
 
 func (p *Proxy) verifySession(token string) (*sessionClaims, error) {
@@ -89,22 +130,28 @@ func (p *Proxy) ownRoute(ctx *fasthttp.RequestCtx, method, path, id string) bool
 		p.loginPage(ctx, "")
 	case path == "/proxy/login" && method == "POST":
 		p.login(ctx, id)
+	case path == "/proxy/metrics" && method == "GET":
+		p.metrics.serve(ctx)
 	case (path == "/proxy/logout" || path == "/auth/logout") && method == "POST":
-		clearSession(ctx, p.cfg.TLS())
-		writeJSON(ctx, fasthttp.StatusOK, map[string]any{"success": true})
+		p.logout(ctx, id)
 	case (path == "/proxy/me" || path == "/auth/me") && method == "GET" && len(ctx.Request.Header.Cookie(sessionCookie)) > 0:
 		// The dashboard boots from /auth/me: for a session the proxy answers it, with the
 		// broker access levels the user's role amounts to, so the dashboard offers what the
 		// proxy will let through. With an API key it is forwarded like any read.
-		s, err := p.verifySession(string(ctx.Request.Header.Cookie(sessionCookie)))
-		if err != nil {
+		s, err := p.liveSession(string(ctx.Request.Header.Cookie(sessionCookie)))
+		switch {
+		case errors.Is(err, errNoSession):
 			clearSession(ctx, p.cfg.TLS())
 			writeJSON(ctx, fasthttp.StatusUnauthorized, answer{Code: "session_expired", Error: "the session is not valid; sign in again"})
 			return true
+		case err != nil:
+			p.log.Error("cannot look up a session", "request_id", id, "err", err)
+			writeJSON(ctx, fasthttp.StatusServiceUnavailable, answer{Code: "control_plane_unavailable", Error: "credentials cannot be checked now"})
+			return true
 		}
-		expires := s.ExpiresAt.Time
-		writeJSON(ctx, fasthttp.StatusOK, auth.Me{Authenticated: true, AuthMode: "jwt", Subject: s.Subject,
-			Username: s.Subject, Cell: s.Cell, Role: s.Role, Levels: roleLevels(s.Role), ExpiresAt: &expires})
+		u := s.User
+		writeJSON(ctx, fasthttp.StatusOK, auth.Me{Authenticated: true, AuthMode: "jwt", Subject: u.Name,
+			Username: u.Name, Cell: u.Cell, Role: u.Role, Levels: roleLevels(u.Role), ExpiresAt: &s.ExpiresAt})
 	default:
 		return false
 	}
@@ -148,10 +195,29 @@ func (p *Proxy) login(ctx *fasthttp.RequestCtx, id string) {
 	}
 	c, cancel := lookupContext()
 	defer cancel()
-	u, err := p.store.CheckPassword(c, in.Username, in.Password)
 	op := pxdb.Operation{Who: in.Username, Credential: "password", Method: "POST", Path: "/proxy/login", Class: "sign_in", RequestID: id}
+	address := clientIP(ctx)
+	wait, err := p.store.SignInBlocked(c, in.Username, address, signInLimits)
+	if err == nil && wait > 0 {
+		// Refused before the password is checked: throttled attempts cost no hash.
+		p.metrics.signIn("throttled")
+		op.Status = fasthttp.StatusTooManyRequests
+		p.audit(op)
+		p.log.Warn("sign-in throttled", "user", in.Username, "address", address, "retry_after_s", int(wait.Seconds())+1, "request_id", id)
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		writeJSON(ctx, fasthttp.StatusTooManyRequests, answer{Code: "sign_in_throttled", Error: "too many failed sign-ins for this user or from this address; try again later"})
+		return
+	}
+	var u pxdb.User
+	if err == nil {
+		u, err = p.store.CheckPassword(c, in.Username, in.Password)
+	}
 	switch {
 	case errors.Is(err, pxdb.ErrBadCredentials):
+		p.metrics.signIn("bad_credentials")
+		if err := p.store.SignInFailed(c, in.Username, address, signInLimits); err != nil {
+			p.log.Error("cannot count a failed sign-in", "request_id", id, "err", err)
+		}
 		op.Status = fasthttp.StatusUnauthorized
 		p.audit(op)
 		if form {
@@ -162,11 +228,23 @@ func (p *Proxy) login(ctx *fasthttp.RequestCtx, id string) {
 		writeJSON(ctx, fasthttp.StatusUnauthorized, answer{Code: "bad_credentials", Error: "wrong user name or password"})
 		return
 	case err != nil:
+		p.metrics.signIn("error")
 		p.log.Error("cannot check a password", "request_id", id, "err", err)
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, answer{Code: "control_plane_unavailable", Error: "sign-in is not possible now"})
 		return
 	}
-	token, err := p.signSession(u)
+	if err := p.store.SignInSucceeded(c, u.Name); err != nil {
+		p.log.Warn("cannot clear the failed sign-ins of a user", "user", u.Name, "request_id", id, "err", err)
+	}
+	session, err := p.store.CreateSession(c, u, p.cfg.SessionTTL, address)
+	if err != nil {
+		p.metrics.signIn("error")
+		p.log.Error("cannot record a session", "request_id", id, "err", err)
+		writeJSON(ctx, fasthttp.StatusServiceUnavailable, answer{Code: "control_plane_unavailable", Error: "sign-in is not possible now"})
+		return
+	}
+	p.metrics.signIn("ok")
+	token, err := p.signSession(session)
 	if err != nil {
 		p.log.Error("cannot sign a session", "request_id", id, "err", err)
 		writeJSON(ctx, fasthttp.StatusInternalServerError, answer{Code: "internal", Error: "cannot sign the session"})
@@ -180,6 +258,28 @@ func (p *Proxy) login(ctx *fasthttp.RequestCtx, id string) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"success": true, "user": map[string]string{"username": u.Name, "role": u.Role, "cell": u.Cell}})
+}
+
+// signInLimits throttle sign-ins across every proxy of the control plane: five failures for
+// one user name, or twenty from one address, refuse further attempts (429) until fifteen
+// minutes after the first failure of the window. A success clears the user's count.
+var signInLimits = pxdb.SignInLimits{PerUser: 5, PerAddress: 20, Window: 15 * time.Minute}
+
+// logout ends the session the cookie names, on every proxy, and drops the cookie.
+func (p *Proxy) logout(ctx *fasthttp.RequestCtx, id string) {
+	if claims, err := p.verifySession(string(ctx.Request.Header.Cookie(sessionCookie))); err == nil {
+		if sid, err := uuid.Parse(claims.ID); err == nil {
+			c, cancel := lookupContext()
+			defer cancel()
+			if err := p.store.EndSession(c, sid); err != nil {
+				p.log.Error("cannot end a session", "request_id", id, "err", err)
+				writeJSON(ctx, fasthttp.StatusServiceUnavailable, answer{Code: "control_plane_unavailable", Error: "sign-out is not possible now; the session stays valid"})
+				return
+			}
+		}
+	}
+	clearSession(ctx, p.cfg.TLS())
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"success": true})
 }
 
 // safeNext keeps a redirect after sign-in on this host: a path, never a URL or "//host".

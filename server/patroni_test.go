@@ -130,10 +130,11 @@ func TestPatroniSwitchoverFailoverAndRejoin(t *testing.T) {
 			brokers[0].base, strings.Join(h.end(), " | "))
 	}
 
-	t.Run("switchover", func(t *testing.T) {
-		from, to := leaderOf(t), syncOf(t)
+	// switchover moves the primary to node to under the load, on a queue of its own.
+	switchover := func(t *testing.T, to *patroni.Node, queue string) {
+		from := leaderOf(t)
 		event(t, outageScenario{
-			name: "switched over from " + from.Name + " to " + to.Name, queue: "switchover", brief: true,
+			name: "switched over from " + from.Name + " to " + to.Name, queue: queue, brief: true,
 			down: func(t *testing.T) {
 				if err := c.Switchover(ctx, to); err != nil {
 					t.Fatal(err)
@@ -148,7 +149,9 @@ func TestPatroniSwitchoverFailoverAndRejoin(t *testing.T) {
 		if l := leaderOf(t); l != to {
 			t.Errorf("leader after the switchover: %s, want %s", l.Name, to.Name)
 		}
-	})
+	}
+
+	t.Run("switchover", func(t *testing.T) { switchover(t, syncOf(t), "switchover") })
 
 	var killed *patroni.Node
 	t.Run("primary killed", func(t *testing.T) {
@@ -218,23 +221,7 @@ func TestPatroniSwitchoverFailoverAndRejoin(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		from := leaderOf(t)
-		event(t, outageScenario{
-			name: "switched back from " + from.Name + " to " + killed.Name, queue: "back", brief: true,
-			down: func(t *testing.T) {
-				if err := c.Switchover(ctx, killed); err != nil {
-					t.Fatal(err)
-				}
-			},
-			up: func(t *testing.T) {
-				if err := c.WaitHealthy(ctx, from.Name); err != nil {
-					t.Fatal(err)
-				}
-			},
-		})
-		if l := leaderOf(t); l != killed {
-			t.Errorf("leader after switching back: %s, want %s", l.Name, killed.Name)
-		}
+		switchover(t, killed, "back")
 	})
 }
 

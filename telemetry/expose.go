@@ -20,16 +20,16 @@ func (b *Broker) WritePrometheus(w io.Writer) {
 	metrics.WriteProcessMetrics(&live)
 	b.Set.WritePrometheus(&live)
 	out := make([]byte, 0, live.Len()+live.Len()/4)
-	out = withHelp(out, live.Bytes())
+	out = WithHelp(out, live.Bytes(), help)
 	_, _ = w.Write(out)
 	if p := b.periodic.Load(); p != nil {
 		_, _ = w.Write(*p)
 	}
 }
 
-// withHelp appends page to out with the help text of each family filled in: the metrics
-// library writes "# HELP <family>" with no text.
-func withHelp(out, page []byte) []byte {
+// WithHelp appends page to out with the help text of each family filled in from help: the
+// metrics library writes "# HELP <family>" with no text.
+func WithHelp(out, page []byte, help func(family string) string) []byte {
 	const prefix = "# HELP "
 	for len(page) > 0 {
 		end := bytes.IndexByte(page, '\n') + 1

@@ -75,6 +75,27 @@ func usersAdd(ctx context.Context, e env, args []string) error {
 	return nil
 }
 
+// usersDisabler is the command that disables a user (ending its sessions) or enables it again.
+func usersDisabler(disable bool) func(ctx context.Context, e env, args []string) error {
+	name := map[bool]string{true: "users disable", false: "users enable"}[disable]
+	return func(ctx context.Context, e env, args []string) error {
+		pos, err := parseArgs(flag.NewFlagSet(name, flag.ContinueOnError), args, 1)
+		if err != nil {
+			return err
+		}
+		s, err := openStore(ctx, e)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.SetUserDisabled(ctx, pos[0], disable, actor(e.getenv)); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%sd user %s\n", strings.TrimPrefix(name, "users "), pos[0])
+		return nil
+	}
+}
+
 func keysCreate(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
 	cell := fs.String("cell", "", "the cell the key reaches")

@@ -38,11 +38,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"cells add":   {"NAME --upstream URL [--broker-token TOKEN] [--tenant ID]", cellsAdd},
-	"users add":   {"NAME --cell CELL --role reader|writer|operator (the password on standard input)", usersAdd},
-	"keys create": {"--cell CELL --classes CLASS[,CLASS...] [--expires 90d]", keysCreate},
-	"keys revoke": {"ID", keysRevoke},
-	"keys list":   {"", keysList},
+	"cells add":     {"NAME --upstream URL [--broker-token TOKEN] [--tenant ID]", cellsAdd},
+	"users add":     {"NAME --cell CELL --role reader|writer|operator (the password on standard input)", usersAdd},
+	"users disable": {"NAME (ends its sessions on every proxy)", usersDisabler(true)},
+	"users enable":  {"NAME", usersDisabler(false)},
+	"keys create":   {"--cell CELL --classes CLASS[,CLASS...] [--expires 90d]", keysCreate},
+	"keys revoke":   {"ID", keysRevoke},
+	"keys list":     {"", keysList},
 }
 
 // badArgs marks an error in the command line: exit code 2 and the command's usage.

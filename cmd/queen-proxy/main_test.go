@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"regexp"
@@ -152,6 +153,42 @@ func TestUsersAdd(t *testing.T) {
 	fails(t, env, password, 2, []string{"--role is required"}, "users", "add", "erin", "--cell", "eu1")
 	fails(t, env, password, 1, []string{"nope", "no such cell"}, "users", "add", "erin", "--cell", "nope", "--role", "reader")
 	fails(t, env, password, 1, []string{"bob", "already exists"}, "users", "add", "bob", "--cell", "eu1", "--role", "reader")
+
+	// A disabled user cannot sign in and its sessions end; enabled again, it can.
+	ses, err := s.CreateSession(ctx, pxdb.User{Name: "bob"}, time.Hour, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := must(t, env, "", "users", "disable", "bob"); !strings.Contains(r.stdout, "disabled user bob") {
+		t.Errorf("users disable said %q", r.stdout)
+	}
+	if _, err := s.CheckPassword(ctx, "bob", password); !errors.Is(err, pxdb.ErrBadCredentials) {
+		t.Errorf("a disabled user's password: %v, want bad credentials", err)
+	}
+	if _, err := s.LiveSession(ctx, ses.ID); !errors.Is(err, pxdb.ErrNotFound) {
+		t.Errorf("a disabled user's session: %v, want not found", err)
+	}
+	must(t, env, "", "users", "enable", "bob")
+	if _, err := s.CheckPassword(ctx, "bob", password); err != nil {
+		t.Errorf("an enabled user's password: %v", err)
+	}
+	if _, err := s.LiveSession(ctx, ses.ID); !errors.Is(err, pxdb.ErrNotFound) {
+		t.Errorf("a session ended by disabling came back on enabling: %v", err)
+	}
+	fails(t, env, "", 1, []string{"nobody", "not found"}, "users", "disable", "nobody")
+	ops, err := s.Operations(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, op := range ops {
+		if strings.HasSuffix(op.Method, "able_user") {
+			actions = append(actions, op.Method+" "+op.Path)
+		}
+	}
+	if want := []string{"enable_user user/bob", "disable_user user/bob"}; !slices.Equal(actions, want) { // newest first
+		t.Errorf("audited %v, want %v", actions, want)
+	}
 }
 
 func TestKeysCreateListRevoke(t *testing.T) {

@@ -419,28 +419,16 @@ func (n *Node) Start() error {
 }
 
 // Stop shuts the node down cleanly: Patroni stops its PostgreSQL and gives up its role.
-func (n *Node) Stop() error {
-	n.mu.Lock()
-	p := n.proc
-	n.proc = nil
-	n.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("node %s is not running", n.Name)
-	}
-	if err := p.signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	if !p.waitFor(time.Minute) {
-		_ = p.signal(syscall.SIGKILL)
-		return fmt.Errorf("patroni of node %s did not stop within a minute", n.Name)
-	}
-	return localpg.KillServer(n.dataDir)
-}
+func (n *Node) Stop() error { return n.end(syscall.SIGTERM) }
 
 // Kill ends the node as the loss of its machine would: SIGKILL to Patroni, then to its
 // PostgreSQL's every process. Nothing is shut down cleanly and the leader key stays in etcd
 // until its ttl runs out.
-func (n *Node) Kill() error {
+func (n *Node) Kill() error { return n.end(syscall.SIGKILL) }
+
+// end sends sig to the node's Patroni, waits for it to exit, then kills what is left of its
+// PostgreSQL (nothing after a clean stop).
+func (n *Node) end(sig syscall.Signal) error {
 	n.mu.Lock()
 	p := n.proc
 	n.proc = nil
@@ -448,10 +436,13 @@ func (n *Node) Kill() error {
 	if p == nil {
 		return fmt.Errorf("node %s is not running", n.Name)
 	}
-	if err := p.signal(syscall.SIGKILL); err != nil {
+	if err := p.signal(sig); err != nil {
 		return err
 	}
-	p.waitFor(time.Minute)
+	if !p.waitFor(time.Minute) {
+		_ = p.signal(syscall.SIGKILL)
+		return fmt.Errorf("patroni of node %s did not exit within a minute of %v", n.Name, sig)
+	}
 	return localpg.KillServer(n.dataDir)
 }
 

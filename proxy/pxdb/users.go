@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -74,14 +75,15 @@ func (s *Store) AddUser(ctx context.Context, u User, password string, by Actor) 
 }
 
 // CheckPassword returns the user when password is theirs, ErrBadCredentials when the user does
-// not exist or the password is wrong. Both take the time of one hash, so the answer's timing
+// not exist, is disabled or the password is wrong. Both take the time of one hash, so the answer's timing
 // does not tell whether the name exists.
 func (s *Store) CheckPassword(ctx context.Context, name, password string) (User, error) {
 	u := User{Name: name}
 	var stored string
-	err := s.pool.QueryRow(ctx, `SELECT cell, role, password_hash FROM queen_proxy.users WHERE name = $1`, name).
-		Scan(&u.Cell, &u.Role, &stored)
-	known := err == nil
+	var disabled bool
+	err := s.pool.QueryRow(ctx, `SELECT cell, role, password_hash, disabled_at IS NOT NULL FROM queen_proxy.users WHERE name = $1`, name).
+		Scan(&u.Cell, &u.Role, &stored, &disabled)
+	known := err == nil && !disabled
 	if errors.Is(err, pgx.ErrNoRows) {
 		stored = dummyHash
 	} else if err != nil {
@@ -95,4 +97,32 @@ func (s *Store) CheckPassword(ctx context.Context, name, password string) (User,
 		return User{}, ErrBadCredentials
 	}
 	return u, nil
+}
+
+// SetUserDisabled disables user name, ending its sessions on every proxy, or enables it again;
+// ErrNotFound when there is no such user. Audited.
+func (s *Store) SetUserDisabled(ctx context.Context, name string, disabled bool, by Actor) error {
+	if err := checkActor(by); err != nil {
+		return err
+	}
+	action := map[bool]string{true: "disable_user", false: "enable_user"}[disabled]
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var cell string
+		err := tx.QueryRow(ctx, `
+			UPDATE queen_proxy.users SET disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END
+			WHERE name = $1 RETURNING cell`, name, disabled).Scan(&cell)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("user %s: %w", name, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("cannot %s %s: %w", strings.ReplaceAll(action, "_", " "), name, err)
+		}
+		if disabled {
+			if _, err := tx.Exec(ctx, `UPDATE queen_proxy.sessions SET revoked_at = now()
+				WHERE user_name = $1 AND revoked_at IS NULL`, name); err != nil {
+				return fmt.Errorf("cannot end the sessions of %s: %w", name, err)
+			}
+		}
+		return audit(ctx, tx, by, action, "user/"+name, cell)
+	})
 }

@@ -1,0 +1,433 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"queen/config"
+	"queen/proxy/pxdb"
+	"queen/testkit"
+)
+
+// startReplicas starts n proxies on one control plane, with edit applied to each.
+func startReplicas(t *testing.T, store *pxdb.Store, n int, edit func(*config.Proxy)) []*testProxy {
+	out := make([]*testProxy, n)
+	for i := range out {
+		out[i] = startProxy(t, store, nil, edit)
+	}
+	return out
+}
+
+// metric reads one sample of the proxy's own Prometheus page, 0 when it is absent.
+func (tp *testProxy) metric(sample string) float64 {
+	tp.t.Helper()
+	status, _, body := tp.do("main", "GET", "/proxy/metrics", nil)
+	if status != 200 {
+		tp.t.Fatalf("/proxy/metrics: %d %s", status, body)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			must(tp.t, err)
+			return f
+		}
+	}
+	return 0
+}
+
+// awaitUsageExchange waits until each proxy has exchanged key usage twice more: the second
+// exchange began after anything the test sent before the call.
+func awaitUsageExchange(t *testing.T, tps ...*testProxy) {
+	t.Helper()
+	const sample = `queen_proxy_usage_syncs_total{result="ok"}`
+	for _, tp := range tps {
+		start := tp.metric(sample)
+		testkit.WaitFor(t, 30*time.Second, "a usage exchange of the proxy", func() bool { return tp.metric(sample) >= start+2 })
+	}
+}
+
+// The daily quota of a key holds across two proxies: each counts what the other admitted.
+// Alone, each would admit the whole quota.
+func TestReplicasShareTheDailyQuota(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	ps := startReplicas(t, store, 2, func(c *config.Proxy) { c.Enforce, c.KeyDailyRequests = true, 10 })
+	a, b := ps[0], ps[1]
+	_, key := newKey(t, store, "main", "read")
+	get := func(tp *testProxy) int {
+		status, _, _ := tp.do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+key)
+		return status
+	}
+	for i := range 6 {
+		if s := get(a); s != 200 {
+			t.Fatalf("request %d through a: %d", i+1, s)
+		}
+	}
+	awaitUsageExchange(t, a, b)
+	for i := range 4 {
+		if s := get(b); s != 200 {
+			t.Fatalf("request %d through b: %d", 7+i, s)
+		}
+	}
+	awaitUsageExchange(t, b, a)
+	for name, tp := range map[string]*testProxy{"a": a, "b": b} {
+		status, h, body := tp.do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+key)
+		if status != 429 || codeOf(body) != "quota_exceeded" || h.Get("Retry-After") == "" {
+			t.Errorf("request 11 through %s: %d %s, want 429 quota_exceeded", name, status, body)
+		}
+		if n := tp.metric(`queen_proxy_limit_refusals_total{limit="quota_exceeded"}`); n != 1 {
+			t.Errorf("%s counted %v refusals, want 1", name, n)
+		}
+	}
+	var total int64
+	must(t, store.Pool().QueryRow(context.Background(), `SELECT sum(requests) FROM queen_proxy.key_usage`).Scan(&total))
+	if total != 10 {
+		t.Errorf("the control plane counted %d requests, want 10", total)
+	}
+}
+
+// The rate limit of a key holds across two proxies within what one exchange interval lets
+// through: requests spread over both get about the limit once, not once per proxy.
+func TestReplicasShareTheRateLimit(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	const rate, burst = 20.0, 4
+	ps := startReplicas(t, store, 2, func(c *config.Proxy) { c.Enforce, c.KeyRate, c.KeyBurst = true, rate, burst })
+	_, key := newKey(t, store, "main", "read")
+	admitted, refused := 0, 0
+	start := time.Now()
+	for i := 0; time.Since(start) < 3*time.Second; i++ {
+		status, _, body := ps[i%2].do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+key)
+		switch {
+		case status == 200:
+			admitted++
+		case status == 429 && codeOf(body) == "rate_limited":
+			refused++
+		default:
+			t.Fatalf("request %d: %d %s", i, status, body)
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	// One bucket: burst + rate×elapsed. Each proxy may spend its own bucket and what it
+	// refills in one exchange interval before it hears of the other's requests.
+	shared := float64(2*burst) + rate*(elapsed+2*usageSyncInterval.Seconds())
+	perProxy := 2 * (float64(burst) + rate*elapsed)
+	t.Logf("%d admitted, %d refused in %.2f s: one bucket allows %.0f, shared with its slack %.0f, one per proxy %.0f",
+		admitted, refused, elapsed, burst+rate*elapsed, shared, perProxy)
+	if float64(admitted) > shared {
+		t.Errorf("%d requests admitted, more than the shared limit allows (%.0f)", admitted, shared)
+	}
+	if refused == 0 {
+		t.Errorf("nothing refused")
+	}
+}
+
+// A revoked key, a signed-out session and a disabled user's session are refused by every
+// proxy; a session signed in at one proxy works at the other.
+func TestReplicasRevokeEverywhere(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	ctx := context.Background()
+	must(t, store.AddUser(ctx, pxdb.User{Name: "ada", Cell: "main", Role: "reader"}, "a long enough password", cli))
+	ps := startReplicas(t, store, 2, nil)
+	read := func(tp *testProxy, headers ...string) (int, string) {
+		status, _, body := tp.do("main", "GET", "/api/v1/resources/queues", nil, headers...)
+		return status, codeOf(body)
+	}
+	awaitRefused := func(what, code string, headers ...string) {
+		t.Helper()
+		for i, tp := range ps {
+			testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("proxy %d to refuse %s", i, what), func() bool {
+				status, got := read(tp, headers...)
+				return status == 401 && got == code
+			})
+		}
+	}
+
+	k, key := newKey(t, store, "main", "read")
+	for i, tp := range ps {
+		for range 2 { // the second from the cache
+			if status, code := read(tp, "Authorization", "Bearer "+key); status != 200 {
+				t.Fatalf("proxy %d, before revocation: %d %s", i, status, code)
+			}
+		}
+	}
+	must(t, store.RevokeKey(ctx, k.ID, cli))
+	awaitRefused("the revoked key", "credential_revoked", "Authorization", "Bearer "+key)
+
+	signIn := func(tp *testProxy) string {
+		status, h, body := tp.do("main", "POST", "/proxy/login", map[string]any{"username": "ada", "password": "a long enough password"},
+			"Content-Type", "application/json")
+		if status != 200 {
+			t.Fatalf("sign-in: %d %s", status, body)
+		}
+		return strings.SplitN(h.Get("Set-Cookie"), ";", 2)[0]
+	}
+	cookie := signIn(ps[0])
+	for i, tp := range ps {
+		if status, code := read(tp, "Cookie", cookie); status != 200 {
+			t.Fatalf("proxy %d with a session signed in at proxy 0: %d %s", i, status, code)
+		}
+	}
+	if status, _, body := ps[1].do("main", "POST", "/proxy/logout", nil, "Cookie", cookie); status != 200 {
+		t.Fatalf("sign-out at proxy 1: %d %s", status, body)
+	}
+	awaitRefused("the signed-out session", "session_expired", "Cookie", cookie)
+
+	cookie = signIn(ps[1])
+	if status, code := read(ps[0], "Cookie", cookie); status != 200 {
+		t.Fatalf("a new session: %d %s", status, code)
+	}
+	must(t, store.SetUserDisabled(ctx, "ada", true, cli))
+	awaitRefused("the disabled user's session", "session_expired", "Cookie", cookie)
+	status, _, body := ps[0].do("main", "POST", "/proxy/login", map[string]any{"username": "ada", "password": "a long enough password"},
+		"Content-Type", "application/json")
+	if status != 401 || codeOf(body) != "bad_credentials" {
+		t.Errorf("a disabled user's sign-in: %d %s", status, body)
+	}
+}
+
+// Failed sign-ins are throttled per user name and per address, counted across proxies, before
+// the password is checked; a success clears the user's count.
+func TestReplicasThrottleSignIns(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	ctx := context.Background()
+	for _, u := range []string{"ana", "ben"} {
+		must(t, store.AddUser(ctx, pxdb.User{Name: u, Cell: "main", Role: "reader"}, "the right password "+u, cli))
+	}
+	ps := startReplicas(t, store, 2, nil)
+	signIn := func(i int, user, password string) (int, string, http.Header) {
+		status, h, body := ps[i%2].do("main", "POST", "/proxy/login", map[string]any{"username": user, "password": password},
+			"Content-Type", "application/json")
+		return status, codeOf(body), h
+	}
+	for i := range signInLimits.PerUser {
+		if status, code, _ := signIn(i, "ana", "wrong"); status != 401 || code != "bad_credentials" {
+			t.Fatalf("failure %d of ana: %d %s", i+1, status, code)
+		}
+	}
+	for i := range 2 {
+		status, code, h := signIn(i, "ana", "the right password ana")
+		if status != 429 || code != "sign_in_throttled" || h.Get("Retry-After") == "" {
+			t.Errorf("proxy %d, ana after %d failures with the right password: %d %s", i, signInLimits.PerUser, status, code)
+		}
+	}
+	// Another user from the same address is not held up by ana's failures...
+	if status, code, _ := signIn(0, "ben", "the right password ben"); status != 200 {
+		t.Fatalf("ben: %d %s", status, code)
+	}
+	// ...until the address's own count is spent: unknown names count too.
+	for i := signInLimits.PerUser; i < signInLimits.PerAddress; i++ {
+		if status, code, _ := signIn(i, fmt.Sprintf("nobody%d", i), "wrong"); status != 401 {
+			t.Fatalf("failure %d from the address: %d %s", i+1, status, code)
+		}
+	}
+	if status, code, _ := signIn(1, "ben", "the right password ben"); status != 429 || code != "sign_in_throttled" {
+		t.Errorf("ben after %d failures from the address: %d %s", signInLimits.PerAddress, status, code)
+	}
+	if n := ps[0].metric(`queen_proxy_sign_ins_total{result="throttled"}`) + ps[1].metric(`queen_proxy_sign_ins_total{result="throttled"}`); n != 3 {
+		t.Errorf("the proxies counted %v throttled sign-ins, want 3", n)
+	}
+	// A success clears the user's count.
+	if _, err := store.Pool().Exec(ctx, `DELETE FROM queen_proxy.sign_in_failures WHERE subject LIKE 'address:%'`); err != nil {
+		t.Fatal(err)
+	}
+	must(t, store.SignInSucceeded(ctx, "ana"))
+	if status, code, _ := signIn(0, "ana", "the right password ana"); status != 200 {
+		t.Errorf("ana once her count is cleared: %d %s", status, code)
+	}
+}
+
+// Each proxy serves its own Prometheus page: requests by class and status, credential cache
+// lookups, the change feed's state.
+func TestReplicaMetricsPage(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	tp := startProxy(t, store, nil, nil)
+	_, key := newKey(t, store, "main", "read")
+	for range 3 {
+		tp.do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+key)
+	}
+	tp.do("main", "GET", "/api/v1/resources/queues", nil)
+	tp.do("main", "GET", "/internal/api/anything", nil)
+	status, h, body := tp.do("main", "GET", "/proxy/metrics", nil)
+	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
+		t.Fatalf("/proxy/metrics: %d %v", status, h)
+	}
+	for sample, want := range map[string]float64{
+		`queen_proxy_requests_total{class="read",status="200"}`:          3,
+		`queen_proxy_requests_total{class="read",status="401"}`:          1,
+		`queen_proxy_requests_total{class="blocked",status="404"}`:       1,
+		`queen_proxy_cache_lookups_total{cache="api_key",result="miss"}`: 1,
+		`queen_proxy_cache_lookups_total{cache="api_key",result="hit"}`:  2,
+		`queen_proxy_change_feed_up`:                                     1,
+		`queen_proxy_upstream_seconds_count{class="read"}`:               3,
+		`queen_proxy_requests_total{class="own",status="200"}`:           0, // this scrape is counted after it is written
+	} {
+		if got := tp.metric(sample); got != want && !(sample == `queen_proxy_requests_total{class="own",status="200"}` && got >= 1) {
+			t.Errorf("%s = %v, want %v", sample, got, want)
+		}
+	}
+	for _, family := range []string{"queen_proxy_requests_total", "queen_proxy_upstream_seconds", "queen_proxy_change_feed_up"} {
+		if !bytes.Contains(body, []byte("# HELP "+family+" ")) || !bytes.Contains(body, []byte("# TYPE "+family+" ")) {
+			t.Errorf("the page lacks the HELP or TYPE of %s", family)
+		}
+	}
+}
+
+// failoverClient sends requests as the official clients do when given several base URLs with
+// failover on (the JavaScript and Python clients' default): it keeps to one URL, and on a
+// network error or a 5xx marks that URL unhealthy for five seconds and tries the next, each URL
+// at most once per request. A 4xx is returned at once.
+type failoverClient struct {
+	urls    []string
+	key     string
+	hc      *http.Client
+	mu      sync.Mutex
+	current int
+	down    map[int]time.Time
+}
+
+func (c *failoverClient) do(method, path string, body any, out any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	var last error
+	c.mu.Lock()
+	start := c.current
+	c.mu.Unlock()
+	for i := range c.urls {
+		u := (start + i) % len(c.urls)
+		c.mu.Lock()
+		skip := time.Now().Before(c.down[u]) && i < len(c.urls)-1
+		c.mu.Unlock()
+		if skip {
+			continue
+		}
+		var r io.Reader
+		if body != nil {
+			r = bytes.NewReader(raw)
+		}
+		req, err := http.NewRequest(method, c.urls[u]+path, r)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.hc.Do(req)
+		if err == nil {
+			var answer []byte
+			answer, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case err == nil && resp.StatusCode >= 500:
+				err = fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, answer)
+			case err == nil && resp.StatusCode >= 400:
+				return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, answer)
+			case err == nil:
+				c.mu.Lock()
+				c.current = u
+				c.mu.Unlock()
+				if out != nil && len(answer) > 0 {
+					return json.Unmarshal(answer, out)
+				}
+				return nil
+			}
+		}
+		last = err
+		c.mu.Lock()
+		c.down[u] = time.Now().Add(5 * time.Second)
+		c.mu.Unlock()
+	}
+	return last
+}
+
+// A client given both proxies keeps producing and consuming when the one it uses dies: every
+// message pushed is delivered once, in order, with its payload.
+func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	ps := startReplicas(t, store, 2, nil)
+	_, key := newKey(t, store, "main", "produce", "consume", "queue_admin")
+	base := func(tp *testProxy) string { return "http://" + tp.addr }
+	client := &failoverClient{urls: []string{base(ps[0]), base(ps[1])}, key: key, down: map[int]time.Time{},
+		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}}
+	must(t, client.do("POST", "/api/v1/configure", map[string]any{"queue": "failover"}, nil))
+
+	const total = 200
+	var died sync.Once
+	kill := func() {
+		died.Do(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // no grace: open connections are closed
+			_ = ps[0].p.Shutdown(ctx)
+		})
+	}
+	for n := range total {
+		if n == total/2 {
+			kill()
+		}
+		var res []struct{ Status string }
+		item := map[string]any{"queue": "failover", "transactionId": "m" + strconv.Itoa(n), "payload": map[string]any{"n": n}}
+		if err := client.do("POST", "/api/v1/push", map[string]any{"items": []any{item}}, &res); err != nil {
+			t.Fatalf("push %d: %v", n, err)
+		}
+		if len(res) != 1 || (res[0].Status != "queued" && res[0].Status != "duplicate") {
+			t.Fatalf("push %d: %+v", n, res)
+		}
+	}
+	var got []int
+	for len(got) < total {
+		var popped struct {
+			Messages []struct {
+				TransactionID string `json:"transactionId"`
+				PartitionID   string `json:"partitionId"`
+				LeaseID       string `json:"leaseId"`
+				Data          struct{ N int }
+			} `json:"messages"`
+		}
+		if err := client.do("GET", "/api/v1/pop/queue/failover?batch=50&wait=true&timeout=2000", nil, &popped); err != nil {
+			t.Fatalf("pop: %v", err)
+		}
+		if len(popped.Messages) == 0 {
+			t.Fatalf("nothing more to pop after %d of %d", len(got), total)
+		}
+		var acks []map[string]any
+		for _, m := range popped.Messages {
+			got = append(got, m.Data.N)
+			acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "completed"})
+		}
+		if err := client.do("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, nil); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	for i, n := range got {
+		if n != i {
+			t.Fatalf("delivered %v..., want 0..%d in order, once each", got[:min(len(got), i+5)], total-1)
+		}
+	}
+	if client.current != 1 {
+		t.Errorf("the client ended on URL %d, want the surviving proxy (1)", client.current)
+	}
+	var errs []error
+	if _, err := http.Get(base(ps[0]) + "/healthz"); err == nil {
+		errs = append(errs, errors.New("the dead proxy still answers"))
+	}
+	for _, err := range errs {
+		t.Error(err)
+	}
+}

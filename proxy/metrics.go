@@ -29,13 +29,7 @@ func familyHelp(family string) string {
 	if h, ok := families[family]; ok {
 		return h
 	}
-	switch {
-	case strings.HasPrefix(family, "go_"):
-		return "Go runtime statistic of this proxy process."
-	case strings.HasPrefix(family, "process_"):
-		return "Operating-system statistic of this proxy process."
-	}
-	return ""
+	return telemetry.RuntimeHelp(family, "proxy")
 }
 
 // upstreamBuckets are the bounds of queen_proxy_upstream_seconds: a long-poll's wait counts.

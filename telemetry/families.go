@@ -118,11 +118,17 @@ func help(family string) string {
 	if f, ok := byName[family]; ok {
 		return f.Help
 	}
+	return RuntimeHelp(family, "broker")
+}
+
+// RuntimeHelp is the help text of a family of the Go runtime or the operating system, which
+// the metrics library writes, for a program (broker, proxy); "" for other families.
+func RuntimeHelp(family, program string) string {
 	switch {
 	case strings.HasPrefix(family, "go_"):
-		return "Go runtime statistic of this broker process."
+		return "Go runtime statistic of this " + program + " process."
 	case strings.HasPrefix(family, "process_"):
-		return "Operating-system statistic of this broker process."
+		return "Operating-system statistic of this " + program + " process."
 	}
 	return ""
 }

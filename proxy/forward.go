@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -16,11 +17,46 @@ import (
 	"queen/proxy/pxdb"
 )
 
-// cell is a cell with the HTTP client of its upstream.
+// cell is a cell with the HTTP clients of its brokers.
 type cell struct {
 	pxdb.Cell
-	client *fasthttp.HostClient
-	host   string // the upstream's host[:port], sent as Host
+	client *upstreams
+	host   string // the first broker's host[:port], sent as Host
+}
+
+// upstreams are a cell's brokers: requests go round them, and one that refuses connections is
+// skipped for upstreamDownFor. Only a request that could not be sent (the connection was never
+// made) goes on to the next broker, so a push is never sent twice by the proxy.
+type upstreams struct {
+	clients []*fasthttp.HostClient
+	next    atomic.Uint32
+	downTil []atomic.Int64 // Unix nanoseconds until which a broker is skipped
+}
+
+const upstreamDownFor = 3 * time.Second
+
+func (u *upstreams) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	n := len(u.clients)
+	first := int(u.next.Add(1))
+	var err error
+	for tries := 0; tries < 2*n; tries++ {
+		i := (first + tries) % n
+		// The first round skips brokers known down; the second tries them anyway.
+		if tries < n && time.Now().UnixNano() < u.downTil[i].Load() {
+			continue
+		}
+		if err = u.clients[i].DoDeadline(req, resp, deadline); err == nil || !notSent(err) {
+			return err
+		}
+		u.downTil[i].Store(time.Now().Add(upstreamDownFor).UnixNano())
+	}
+	return err
+}
+
+// notSent reports whether err means the request never left: no connection could be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, fasthttp.ErrDialTimeout)
 }
 
 // cellSet is the cells as last read; replaced whole on every read.
@@ -65,25 +101,33 @@ func (p *Proxy) refreshCells(ctx context.Context) error {
 }
 
 func newCell(r pxdb.Cell) (*cell, error) {
-	u, err := url.Parse(r.Upstream)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("upstream %q is not an http(s) URL", r.Upstream)
+	urls := pxdb.UpstreamURLs(r.Upstream)
+	c := &cell{Cell: r, client: &upstreams{downTil: make([]atomic.Int64, len(urls))}}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("upstream %q is not an http(s) URL", raw)
+		}
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+		}
+		if c.host == "" {
+			c.host = u.Host
+		}
+		c.client.clients = append(c.client.clients, &fasthttp.HostClient{
+			Addr:  addr,
+			IsTLS: u.Scheme == "https",
+			Name:  "queen-proxy",
+			// Long-polls hold a connection each for their wait.
+			MaxConns:                      4096,
+			MaxIdleConnDuration:           30 * time.Second,
+			DisableHeaderNamesNormalizing: true,
+			DisablePathNormalizing:        true,
+			NoDefaultUserAgentHeader:      true,
+		})
 	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
-	}
-	return &cell{Cell: r, host: u.Host, client: &fasthttp.HostClient{
-		Addr:  addr,
-		IsTLS: u.Scheme == "https",
-		Name:  "queen-proxy",
-		// Long-polls hold a connection each for their wait.
-		MaxConns:                      4096,
-		MaxIdleConnDuration:           30 * time.Second,
-		DisableHeaderNamesNormalizing: true,
-		DisablePathNormalizing:        true,
-		NoDefaultUserAgentHeader:      true,
-	}}, nil
+	return c, nil
 }
 
 // cellFor is the cell the request's Host names by its first DNS label, or the only cell.

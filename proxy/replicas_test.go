@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"queen/config"
+	"queen/failover"
 	"queen/proxy/pxdb"
 	"queen/testkit"
 )
@@ -288,74 +287,6 @@ func TestReplicaMetricsPage(t *testing.T) {
 	}
 }
 
-// failoverClient sends requests as the official clients do when given several base URLs with
-// failover on (the JavaScript and Python clients' default): it keeps to one URL, and on a
-// network error or a 5xx marks that URL unhealthy for five seconds and tries the next, each URL
-// at most once per request. A 4xx is returned at once.
-type failoverClient struct {
-	urls    []string
-	key     string
-	hc      *http.Client
-	mu      sync.Mutex
-	current int
-	down    map[int]time.Time
-}
-
-func (c *failoverClient) do(method, path string, body any, out any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	var last error
-	c.mu.Lock()
-	start := c.current
-	c.mu.Unlock()
-	for i := range c.urls {
-		u := (start + i) % len(c.urls)
-		c.mu.Lock()
-		skip := time.Now().Before(c.down[u]) && i < len(c.urls)-1
-		c.mu.Unlock()
-		if skip {
-			continue
-		}
-		var r io.Reader
-		if body != nil {
-			r = bytes.NewReader(raw)
-		}
-		req, err := http.NewRequest(method, c.urls[u]+path, r)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+c.key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.hc.Do(req)
-		if err == nil {
-			var answer []byte
-			answer, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			switch {
-			case err == nil && resp.StatusCode >= 500:
-				err = fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, answer)
-			case err == nil && resp.StatusCode >= 400:
-				return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, answer)
-			case err == nil:
-				c.mu.Lock()
-				c.current = u
-				c.mu.Unlock()
-				if out != nil && len(answer) > 0 {
-					return json.Unmarshal(answer, out)
-				}
-				return nil
-			}
-		}
-		last = err
-		c.mu.Lock()
-		c.down[u] = time.Now().Add(5 * time.Second)
-		c.mu.Unlock()
-	}
-	return last
-}
-
 // A client given both proxies keeps producing and consuming when the one it uses dies: every
 // message pushed is delivered once, in order, with its payload.
 func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
@@ -364,9 +295,8 @@ func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
 	ps := startReplicas(t, store, 2, nil)
 	_, key := newKey(t, store, "main", "produce", "consume", "queue_admin")
 	base := func(tp *testProxy) string { return "http://" + tp.addr }
-	client := &failoverClient{urls: []string{base(ps[0]), base(ps[1])}, key: key, down: map[int]time.Time{},
-		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}}
-	must(t, client.do("POST", "/api/v1/configure", map[string]any{"queue": "failover"}, nil))
+	client := failover.New([]string{base(ps[0]), base(ps[1])}, key, 10*time.Second)
+	must(t, client.Do("POST", "/api/v1/configure", map[string]any{"queue": "failover"}, nil))
 
 	const total = 200
 	var died sync.Once
@@ -383,7 +313,7 @@ func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
 		}
 		var res []struct{ Status string }
 		item := map[string]any{"queue": "failover", "transactionId": "m" + strconv.Itoa(n), "payload": map[string]any{"n": n}}
-		if err := client.do("POST", "/api/v1/push", map[string]any{"items": []any{item}}, &res); err != nil {
+		if err := client.Do("POST", "/api/v1/push", map[string]any{"items": []any{item}}, &res); err != nil {
 			t.Fatalf("push %d: %v", n, err)
 		}
 		if len(res) != 1 || (res[0].Status != "queued" && res[0].Status != "duplicate") {
@@ -400,7 +330,7 @@ func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
 				Data          struct{ N int }
 			} `json:"messages"`
 		}
-		if err := client.do("GET", "/api/v1/pop/queue/failover?batch=50&wait=true&timeout=2000", nil, &popped); err != nil {
+		if err := client.Do("GET", "/api/v1/pop/queue/failover?batch=50&wait=true&timeout=2000", nil, &popped); err != nil {
 			t.Fatalf("pop: %v", err)
 		}
 		if len(popped.Messages) == 0 {
@@ -411,7 +341,7 @@ func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
 			got = append(got, m.Data.N)
 			acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "completed"})
 		}
-		if err := client.do("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, nil); err != nil {
+		if err := client.Do("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, nil); err != nil {
 			t.Fatalf("ack: %v", err)
 		}
 	}
@@ -420,14 +350,39 @@ func TestClientWithTwoBaseURLsSurvivesAProxyDeath(t *testing.T) {
 			t.Fatalf("delivered %v..., want 0..%d in order, once each", got[:min(len(got), i+5)], total-1)
 		}
 	}
-	if client.current != 1 {
-		t.Errorf("the client ended on URL %d, want the surviving proxy (1)", client.current)
+	if c := client.Current(); c != 1 {
+		t.Errorf("the client ended on URL %d, want the surviving proxy (1)", c)
 	}
-	var errs []error
 	if _, err := http.Get(base(ps[0]) + "/healthz"); err == nil {
-		errs = append(errs, errors.New("the dead proxy still answers"))
+		t.Error("the dead proxy still answers")
 	}
-	for _, err := range errs {
-		t.Error(err)
+}
+
+// A cell whose upstream lists two brokers is served while one refuses connections: the proxy
+// sends nothing twice, it only moves on when the connection could not be made.
+func TestCellWithTwoBrokersSkipsADeadOne(t *testing.T) {
+	t.Parallel()
+	broker, token := startCellBroker(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	deadURL := "http://" + dead.Addr().String()
+	dead.Close() // nothing listens there now: connections are refused
+	store := openStore(t)
+	addCell(t, store, pxdb.Cell{Name: "main", Upstream: deadURL + "," + broker.Base, BrokerToken: token})
+	tp := startProxy(t, store, nil, nil)
+	_, key := newKey(t, store, "main", "produce", "read")
+	for i := range 6 {
+		item := map[string]any{"queue": "two-brokers", "transactionId": fmt.Sprintf("m%d", i), "payload": map[string]any{"i": i}}
+		status, _, body := tp.do("main", "POST", "/api/v1/push", map[string]any{"items": []any{item}}, "Authorization", "Bearer "+key)
+		if status != 201 && status != 200 {
+			t.Fatalf("push %d: %d %s", i, status, body)
+		}
+	}
+	status, body := broker.WithHeader("Authorization", "Bearer "+token).Do("GET", "/api/v1/resources/queues/two-brokers", nil)
+	if status != 200 || !strings.Contains(string(body), `"pending":6,"processing":0,"total":6}}]`) {
+		t.Fatalf("the queue holds other than the 6 messages pushed: %d %s", status, body)
+	}
+	if n := tp.metric(`queen_proxy_upstream_errors_total{reason="unavailable"}`); n != 0 {
+		t.Errorf("%v requests answered 502, want none", n)
 	}
 }

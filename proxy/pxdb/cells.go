@@ -61,9 +61,25 @@ func (s *Store) AddCell(ctx context.Context, c Cell, by Actor) error {
 	})
 }
 
-// normalUpstream checks an upstream URL (absolute http or https with a host, no path beyond
-// "/", no query, fragment or user info) and returns it as scheme://host[:port].
+// normalUpstream checks an upstream: one URL, or a comma-separated list of the cell's brokers,
+// each an absolute http or https URL with a host and no path beyond "/", no query, fragment
+// or user info. It returns the URLs as scheme://host[:port], joined by commas.
 func normalUpstream(raw string) (string, error) {
+	var out []string
+	for _, one := range strings.Split(raw, ",") {
+		u, err := normalURL(strings.TrimSpace(one))
+		if err != nil {
+			return "", err
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ","), nil
+}
+
+// UpstreamURLs are the brokers of a stored upstream.
+func UpstreamURLs(upstream string) []string { return strings.Split(upstream, ",") }
+
+func normalURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", invalid("upstream %q is not a URL: %v", raw, err)

@@ -15,10 +15,12 @@ func TestCellsRoundTrip(t *testing.T) {
 	s, _ := newStore(t)
 	want := []pxdb.Cell{
 		{Name: "eu-1", Upstream: "https://eu1.internal:6632", BrokerToken: "eyJhbGciOi.x.y", Tenant: "acme.prod"},
+		{Name: "two", Upstream: "http://10.0.0.3:6632,http://10.0.0.4:6632"},
 		{Name: "us1", Upstream: "http://10.0.0.1:6632"},
 	}
 	for _, c := range []pxdb.Cell{
 		{Name: "us1", Upstream: "http://10.0.0.1:6632/"},
+		{Name: "two", Upstream: "http://10.0.0.3:6632/, http://10.0.0.4:6632"},
 		{Name: "eu-1", Upstream: "https://eu1.internal:6632", BrokerToken: "eyJhbGciOi.x.y", Tenant: "acme.prod"},
 	} {
 		if err := s.AddCell(ctx, c, admin); err != nil {
@@ -45,7 +47,7 @@ func TestCellsRoundTrip(t *testing.T) {
 	if !errors.Is(err, pxdb.ErrExists) {
 		t.Fatalf("second cell us1: %v, want ErrExists", err)
 	}
-	if got, _ := s.Cells(ctx); len(got) != 2 || got[1].Upstream != "http://10.0.0.1:6632" {
+	if got, _ := s.Cells(ctx); len(got) != 3 || got[2].Upstream != "http://10.0.0.1:6632" {
 		t.Fatalf("the refused duplicate changed the cells: %+v", got)
 	}
 }
@@ -74,6 +76,8 @@ func TestAddCellRefusesMalformed(t *testing.T) {
 		"empty query":          func(c *pxdb.Cell) { c.Upstream = "http://broker?" },
 		"fragment":             func(c *pxdb.Cell) { c.Upstream = "http://broker#x" },
 		"user info":            func(c *pxdb.Cell) { c.Upstream = "http://u:p@broker" },
+		"empty list entry":     func(c *pxdb.Cell) { c.Upstream = "http://a:1,,http://b:2" },
+		"bad second broker":    func(c *pxdb.Cell) { c.Upstream = "http://a:1,b:2" },
 		"tenant with space":    func(c *pxdb.Cell) { c.Tenant = "a b" },
 		"tenant of 64":         func(c *pxdb.Cell) { c.Tenant = long },
 		"tenant starts with .": func(c *pxdb.Cell) { c.Tenant = ".a" },

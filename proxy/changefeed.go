@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -13,11 +14,15 @@ import (
 // changeFeed follows the control plane's changes on PostgreSQL's channel changesChannel,
 // notified by the control-plane database on every change to keys, cells, users and sessions
 // (migrations 0002 and 0003), whichever process made it: another proxy, the CLI. The caches
-// (feedCache) are trusted only while it listens, and emptied at each notification, so a
-// revoked key or an ended session is refused on its next request by every proxy.
+// (feedCache) answer from memory only while it listens, and are emptied at each notification
+// and each time it starts listening, so a revoked key or an ended session is refused on its
+// next request by every proxy.
 type changeFeed struct {
 	store     *pxdb.Store
 	listening atomic.Bool
+	// unreachableUntil (Unix nanoseconds): a lookup failed to reach the control plane, and the
+	// caches answer from memory without trying again until then.
+	unreachableUntil atomic.Int64
 	mu        sync.Mutex
 	onChange  []func()
 }
@@ -25,7 +30,7 @@ type changeFeed struct {
 // changesChannel is the LISTEN channel of control-plane changes.
 const changesChannel = "queen_proxy_changes"
 
-// subscribe adds f to what runs at each notification, and when the feed is lost or regained.
+// subscribe adds f to what runs at each notification, and when the feed starts listening.
 func (f *changeFeed) subscribe(fn func()) {
 	f.mu.Lock()
 	f.onChange = append(f.onChange, fn)
@@ -46,8 +51,9 @@ func (f *changeFeed) changed() {
 func (f *changeFeed) listen(ctx context.Context, log *slog.Logger) {
 	for ctx.Err() == nil {
 		err := f.listenOnce(ctx)
+		// The caches keep what they hold: while the control plane cannot be reached they
+		// answer from it (feedCache.get), and they are emptied when the feed is back.
 		f.listening.Store(false)
-		f.changed()
 		if ctx.Err() != nil {
 			return
 		}
@@ -83,19 +89,22 @@ func (f *changeFeed) listenOnce(ctx context.Context) error {
 }
 
 // feedCache keeps what load found for a key, so that a request does not cost a database round
-// trip; it answers from memory only while the feed listens, and is emptied at each change.
+// trip; it answers from memory while the feed listens, and is emptied at each change. While the
+// feed is down it reads the database, and answers from memory only when the database cannot be
+// reached: a credential already seen keeps working through a failover of the control plane's
+// PostgreSQL (a change made meanwhile applies once the feed is back), an unknown one is refused.
 type feedCache[K comparable, V any] struct {
 	feed *changeFeed
 	max  int // past it, the cache starts over
 	// hit and miss count lookups answered from memory and from the database.
-	hit, miss func()
-	mu        sync.Mutex
+	hit, miss, stale func()
+	mu               sync.Mutex
 	entries   map[K]V
 	gen       uint64 // counts clears: a value loaded across one is not kept
 }
 
-func newFeedCache[K comparable, V any](feed *changeFeed, max int, hit, miss func()) *feedCache[K, V] {
-	c := &feedCache[K, V]{feed: feed, max: max, hit: hit, miss: miss, entries: map[K]V{}}
+func newFeedCache[K comparable, V any](feed *changeFeed, max int, hit, miss, stale func()) *feedCache[K, V] {
+	c := &feedCache[K, V]{feed: feed, max: max, hit: hit, miss: miss, stale: stale, entries: map[K]V{}}
 	feed.subscribe(c.clear)
 	return c
 }
@@ -110,13 +119,25 @@ func (c *feedCache[K, V]) get(k K, load func() (V, error)) (V, error) {
 		c.hit()
 		return v, nil
 	}
-	c.miss()
-	v, err := load()
-	if err != nil {
-		return v, err
+	if ok && time.Now().UnixNano() < c.feed.unreachableUntil.Load() {
+		c.stale()
+		return v, nil
 	}
+	c.miss()
+	fresh, err := load()
+	if err != nil {
+		if !errors.Is(err, pxdb.ErrNotFound) {
+			c.feed.unreachableUntil.Store(time.Now().Add(time.Second).UnixNano())
+			if ok {
+				c.stale()
+				return v, nil
+			}
+		}
+		return fresh, err
+	}
+	v = fresh
 	c.mu.Lock()
-	if c.gen == gen && c.feed.listening.Load() {
+	if c.gen == gen {
 		if len(c.entries) >= c.max {
 			c.entries = map[K]V{}
 		}

@@ -17,7 +17,7 @@ import (
 var families = map[string]string{
 	"queen_proxy_requests_total":        "Requests this proxy answered, by route class and HTTP status (class is \"own\" for the proxy's own routes, \"blocked\" for paths the route table refuses).",
 	"queen_proxy_upstream_seconds":      "Time from forwarding a request to its cell's broker to the end of the broker's answer, by route class.",
-	"queen_proxy_cache_lookups_total":   "Credential lookups, by cache (api_key, session) and result (hit: answered from memory; miss: read from the control-plane database).",
+	"queen_proxy_cache_lookups_total":   "Credential lookups, by cache (api_key, session) and result (hit: answered from memory; miss: read from the control-plane database; stale: answered from memory because the control plane could not be reached).",
 	"queen_proxy_change_feed_up":        "1 while this proxy follows the control plane's changes (LISTEN); 0 while every credential lookup reads the database.",
 	"queen_proxy_limit_refusals_total":  "Requests over an API key's limit (rate_limited, quota_exceeded): refused when enforcing, forwarded and counted in shadow mode.",
 	"queen_proxy_usage_syncs_total":     "Exchanges of API key usage with the other proxies through the control plane, by result (ok, error).",

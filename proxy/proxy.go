@@ -54,9 +54,9 @@ func Start(ctx context.Context, cfg config.Proxy, store *pxdb.Store, log *slog.L
 		loops: background.NewGroup(), served: make(chan struct{})}
 	p.metrics = newProxyMetrics(p.feed.listening.Load)
 	p.keys = newFeedCache[[32]byte, pxdb.Key](p.feed, maxCachedCredentials,
-		p.metrics.lookup("api_key", "hit"), p.metrics.lookup("api_key", "miss"))
+		p.metrics.lookup("api_key", "hit"), p.metrics.lookup("api_key", "miss"), p.metrics.lookup("api_key", "stale"))
 	p.sessions = newFeedCache[uuid.UUID, sessionLookup](p.feed, maxCachedCredentials,
-		p.metrics.lookup("session", "hit"), p.metrics.lookup("session", "miss"))
+		p.metrics.lookup("session", "hit"), p.metrics.lookup("session", "miss"), p.metrics.lookup("session", "stale"))
 	p.limits = newLimiter(cfg, store, p.metrics, log)
 	if cfg.TLS() {
 		c, err := loadCertificate(cfg.TLSCert, cfg.TLSKey)

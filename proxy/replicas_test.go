@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"queen/config"
 	"queen/failover"
 	"queen/proxy/pxdb"
@@ -385,4 +387,64 @@ func TestCellWithTwoBrokersSkipsADeadOne(t *testing.T) {
 	if n := tp.metric(`queen_proxy_upstream_errors_total{reason="unavailable"}`); n != 0 {
 		t.Errorf("%v requests answered 502, want none", n)
 	}
+}
+
+// While the control-plane database cannot be reached (its PostgreSQL failing over), a key the
+// proxy has seen keeps working from memory and an unknown one is refused with 503; once it is
+// back, the feed resumes and changes apply again.
+func TestProxyRidesAControlPlaneOutage(t *testing.T) {
+	t.Parallel()
+	_, _, store := mainCell(t)
+	tp := startProxy(t, store, nil, nil)
+	k, key := newKey(t, store, "main", "read")
+	_, unseen := newKey(t, store, "main", "read")
+	read := func(secret string) (int, string) {
+		status, _, body := tp.do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+secret)
+		return status, codeOf(body)
+	}
+	// Cached once a read is answered from memory (the notifications of the keys just created
+	// may empty the cache after the first read).
+	testkit.WaitFor(t, 30*time.Second, "the key to be cached", func() bool {
+		if status, code := read(key); status != 200 {
+			t.Fatalf("before the outage: %d %s", status, code)
+		}
+		return tp.metric(`queen_proxy_cache_lookups_total{cache="api_key",result="hit"}`) > 0
+	})
+	ctx := context.Background()
+	cfg := store.Pool().Config().ConnConfig.Copy()
+	db := cfg.Database
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	must(t, err)
+	t.Cleanup(func() { admin.Close(ctx) }) // after the cleanup below, which uses it
+	setConnections := func(allow bool) {
+		t.Helper()
+		_, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS %t", pgx.Identifier{db}.Sanitize(), allow))
+		must(t, err)
+		if !allow {
+			_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", db)
+			must(t, err)
+		}
+	}
+	setConnections(false)
+	t.Cleanup(func() { setConnections(true) })
+	testkit.WaitFor(t, 30*time.Second, "the proxy to lose its change feed", func() bool { return !tp.p.ChangeFeedUp() })
+	for range 3 {
+		if status, code := read(key); status != 200 {
+			t.Fatalf("a key seen before, during the outage: %d %s", status, code)
+		}
+	}
+	if status, code := read(unseen); status != 503 || code != "control_plane_unavailable" {
+		t.Errorf("a key not seen before, during the outage: %d %s", status, code)
+	}
+	if n := tp.metric(`queen_proxy_cache_lookups_total{cache="api_key",result="stale"}`); n < 3 {
+		t.Errorf("%v lookups answered from memory, want at least 3", n)
+	}
+	setConnections(true)
+	testkit.WaitFor(t, 30*time.Second, "the change feed to come back", tp.p.ChangeFeedUp)
+	must(t, store.RevokeKey(ctx, k.ID, cli))
+	testkit.WaitFor(t, 30*time.Second, "the revocation to apply", func() bool {
+		status, code := read(key)
+		return status == 401 && code == "credential_revoked"
+	})
 }

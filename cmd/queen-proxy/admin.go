@@ -19,7 +19,7 @@ import (
 
 func cellsAdd(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("cells add", flag.ContinueOnError)
-	upstream := fs.String("upstream", "", "the cell's broker URL, http(s)://host:port")
+	upstream := fs.String("upstream", "", "the cell's broker URL, http(s)://host:port, or several separated by commas")
 	token := fs.String("broker-token", "", "the JWT the proxy presents to the cell's brokers")
 	tenant := fs.String("tenant", "", "the tenant id the proxy sets in x-queen-tenant")
 	pos, err := parseArgs(fs, args, 1)

@@ -38,7 +38,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"cells add":     {"NAME --upstream URL [--broker-token TOKEN] [--tenant ID]", cellsAdd},
+	"cells add":     {"NAME --upstream URL[,URL...] [--broker-token TOKEN] [--tenant ID]", cellsAdd},
 	"users add":     {"NAME --cell CELL --role reader|writer|operator (the password on standard input)", usersAdd},
 	"users disable": {"NAME (ends its sessions on every proxy)", usersDisabler(true)},
 	"users enable":  {"NAME", usersDisabler(false)},

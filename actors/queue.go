@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -144,6 +145,12 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		}
 	case *spoolDone:
 		a.inflight--
+		if errors.Is(m.err, spool.ErrDrained) {
+			// Held while the drain emptied the spool: nothing spooled is left for it to
+			// overtake, so it goes to PostgreSQL like any push now.
+			a.push(ctx, m.req)
+			return
+		}
 		m.req.Reply <- PushReply{Buffered: m.err == nil, Err: m.err}
 	case pausePops, poke:
 		a.check(ctx)

@@ -12,7 +12,8 @@ import (
 // OutageConfig is the outage scenario: Conns producers push Batch×Size messages over Partitions
 // for Duration while the bench's PostgreSQL is stopped for most of it (from Duration/10, at
 // most 30 s, after the start until as long before the end), so the broker answers from its disk
-// spool. Every figure is reported per Every; then the spool's drain after PostgreSQL returns.
+// spool. Every figure is reported per Every; then the spool's drain after PostgreSQL returns,
+// with the producers still pushing until it is done.
 type OutageConfig struct {
 	Batch      int           `json:"batch"`
 	Size       int           `json:"size"`
@@ -53,11 +54,15 @@ type OutageInterval struct {
 	MaxBytes   int64       `json:"spoolMaxBytes"` // largest seen during the interval
 }
 
-// OutageDrain is how the spool emptied once PostgreSQL was back.
+// OutageDrain is how the spool emptied once PostgreSQL was back, with the producers pushing.
 type OutageDrain struct {
 	Records   int64   `json:"records"` // pending when PostgreSQL came back, plus buffered after
 	Seconds   float64 `json:"seconds"` // from PostgreSQL accepting connections to the spool empty
 	PerSecond float64 `json:"perSecond"`
+	// The producers meanwhile: what they pushed per second (answered queued or buffered), and
+	// their latency.
+	PushPerSecond float64     `json:"pushPerSecond"`
+	PushLatency   Percentiles `json:"pushLatencyMs"`
 }
 
 // pushSample is one push request: when it completed, how long it took, what it stored.
@@ -108,13 +113,16 @@ func RunOutage(ctx context.Context, t *Target, cfg OutageConfig) (*Result, error
 
 	samples := make([][]pushSample, cfg.Conns)
 	var wg sync.WaitGroup
+	// The producers go on past the window until the spool has drained: the drain is measured
+	// under the load it has to keep up with.
+	var stopProducers atomic.Bool
 	for i := range cfg.Conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			p := newProducer(i, c, queue, parts, cfg.Size, led, &errs)
 			p.spooled = true
-			for n := 0; !w.over(); n++ {
+			for n := 0; !stopProducers.Load() && ctx.Err() == nil; n++ {
 				down := pgDown.Load()
 				sent, buffered, refused := now(), p.buffered, p.refused
 				ok := p.push((i+n)%len(parts), cfg.Batch)
@@ -171,21 +179,26 @@ func RunOutage(ctx context.Context, t *Target, cfg OutageConfig) (*Result, error
 		upAt = now()
 		pgDown.Store(false)
 	}
-	wg.Wait()
-	stopProgress()
-	w.finish(r)
-
-	// The drain: until the spool is empty, however long it takes (bounded, so a broker that
-	// never drains fails the run instead of hanging it).
-	drainLimit := max(2*time.Minute, 2*cfg.Duration)
+	// The window (and its CPU figures) ends at Duration; the drain, until the spool is empty
+	// with the producers pushing, however long it takes (bounded, so a broker that never
+	// drains fails the run instead of hanging it).
+	<-w.closed
+	drainLimit := max(5*time.Minute, 4*cfg.Duration)
 	drained := false
-	for deadline := now() + drainLimit; now() < deadline && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
-		if s, err := readSpool(); err == nil && s.pending == 0 {
-			drained = true
-			break
+	var left int64 // pending at the last reading
+	for deadline := now() + drainLimit; upAt > 0 && now() < deadline && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		if s, err := readSpool(); err == nil {
+			if left = s.pending; left == 0 {
+				drained = true
+				break
+			}
 		}
 	}
 	drainedAt := now()
+	stopProducers.Store(true)
+	wg.Wait()
+	stopProgress()
+	w.finish(r)
 	close(stopSampling)
 	<-sampled
 
@@ -211,24 +224,32 @@ func RunOutage(ctx context.Context, t *Target, cfg OutageConfig) (*Result, error
 			iv.Segments, fmtBytes(iv.SpoolBytes), fmtBytes(iv.MaxBytes))
 	}
 	if upAt > 0 {
-		var after int64
+		var after, pushed int64
+		var lats latencies
 		for _, ps := range samples {
 			for _, s := range ps {
-				if !s.sentWhilePGIsDown && s.at > upAt {
-					after += int64(s.buffered)
+				if s.at > upAt && s.at <= drainedAt {
+					pushed += int64(s.stored)
+					lats = append(lats, s.lat)
+					if !s.sentWhilePGIsDown {
+						after += int64(s.buffered)
+					}
 				}
 			}
 		}
-		d := &OutageDrain{Records: pending + after, Seconds: (drainedAt - upAt).Seconds()}
+		d := &OutageDrain{Records: pending + after, Seconds: (drainedAt - upAt).Seconds(), PushLatency: percentiles(lats)}
 		if d.Seconds > 0 {
 			d.PerSecond = float64(d.Records) / d.Seconds
+			d.PushPerSecond = float64(pushed) / d.Seconds
 		}
 		r.Drain = d
 		r.note("drain: %s records (%s pending when PostgreSQL came back, %s buffered after) in %.1f s after PostgreSQL came back: %s records/s",
 			count(d.Records), count(pending), count(after), d.Seconds, fmtRate(d.PerSecond))
+		r.note("producers during the drain: %s msg/s answered queued or buffered, p50 %.1f ms, p99 %.1f ms",
+			fmtRate(d.PushPerSecond), d.PushLatency.P50, d.PushLatency.P99)
 	}
 	if !drained {
-		r.fail(fmt.Sprintf("the spool did not drain within %v of PostgreSQL coming back", drainLimit))
+		r.fail(fmt.Sprintf("the spool did not drain within %v of PostgreSQL coming back: %s records still pending", drainLimit, count(left)))
 	}
 
 	g := newGroupLog("", parts, cfg.Size)

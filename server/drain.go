@@ -75,18 +75,34 @@ func (d *drain) once(ctx context.Context) {
 		}
 		return
 	}
-	n, err := d.spool.DrainWhenReady(ctx, d.maxBatch, d.ready, func(batch [][]byte) (map[int]string, error) {
-		if d.flags.Push() {
-			return nil, errDrainPaused
+	// Pushes keep arriving in the spool while it drains (none may overtake a spooled one), so
+	// the drain goes round again at once until it finds the spool empty; the spool paces those
+	// pushes so that the backlog shrinks (spool.Options.PaceWait).
+	n, err := 0, error(nil)
+	start := time.Now()
+	before := d.spool.Stats()
+	for {
+		var k int
+		k, err = d.spool.DrainWhenReady(ctx, d.maxBatch, d.ready, func(batch [][]byte) (map[int]string, error) {
+			if d.flags.Push() {
+				return nil, errDrainPaused
+			}
+			stored, refused, err := d.store.Replay(ctx, batch)
+			for q, parts := range stored {
+				d.notify(q, parts)
+			}
+			return refused, err
+		})
+		n += k
+		if err != nil || k == 0 || d.spool.Empty() {
+			break
 		}
-		stored, refused, err := d.store.Replay(ctx, batch)
-		for q, parts := range stored {
-			d.notify(q, parts)
-		}
-		return refused, err
-	})
+	}
 	if n > 0 {
-		d.log.Info("spool drained into PostgreSQL", "records", n, "pending", d.spool.Stats().Records)
+		after := d.spool.Stats()
+		d.log.Info("spool drained into PostgreSQL", "records", n, "pending", after.Records,
+			"seconds", round1(time.Since(start).Seconds()), "paced_pushes", after.PacedAppends-before.PacedAppends,
+			"paced_wait_s", round1((after.PacedWait - before.PacedWait).Seconds()))
 	}
 	switch {
 	case err == nil:

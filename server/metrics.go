@@ -86,6 +86,11 @@ func (o *observability) start(store *persistence.Store, sp *spool.Spool, flags *
 	})
 	gauge("queen_file_buffer_pending", func() float64 { return float64(sp.Stats().Records) })
 	gauge("queen_file_buffer_failed", func() float64 { return float64(sp.Stats().Failed) })
+	set.RegisterMetricsWriter(func(w io.Writer) {
+		st := sp.Stats()
+		metrics.WriteCounterUint64(w, "queen_file_buffer_paced_pushes_total", uint64(st.PacedAppends))
+		metrics.WriteCounterFloat64(w, "queen_file_buffer_paced_wait_seconds_total", st.PacedWait.Seconds())
+	})
 	gauge("queen_file_buffer_db_healthy", func() float64 { return flag(healthy.Load()) })
 	gauge("queen_maintenance_mode_enabled", func() float64 { return flag(flags.Push()) })
 	gauge("queen_pop_maintenance_mode_enabled", func() float64 { return flag(flags.Pop()) })

@@ -119,7 +119,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger, opts Option
 	}
 	b.onStop("encryption", quietly(enc.close))
 
-	sp, err := spool.Open(spool.Options{Dir: cfg.SpoolDir, MaxBytes: cfg.SpoolMaxBytes, Log: log.With("subsystem", "spool")})
+	// A push spooled during a drain waits for it at most as long as a push waits for
+	// PostgreSQL before it is spooled.
+	sp, err := spool.Open(spool.Options{Dir: cfg.SpoolDir, MaxBytes: cfg.SpoolMaxBytes, PaceWait: cfg.SpoolAfter,
+		Log: log.With("subsystem", "spool")})
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the spool in FILE_BUFFER_DIR %s: %w", cfg.SpoolDir, err)
 	}

@@ -67,14 +67,40 @@ func (s *Spool) Drain(ctx context.Context, maxBatch int, fn func(batch [][]byte)
 // outage fill the active segment up to SegmentBytes instead of leaving one small segment per
 // attempt. fn and the return values are as for Drain; a seal failure is returned without a
 // drain, as the spool then refuses appends until it is reopened.
+//
+// With Options.PaceWait, appends are paced from the moment ready succeeds until a call finds the
+// spool empty, or ready or fn fails (the drain cannot go on, and appends must not wait for it).
+// When what is left after a round is within paceSlack, appends are held for one more round;
+// if it empties the spool they are released with ErrDrained (see pacer).
 func (s *Spool) DrainWhenReady(ctx context.Context, maxBatch int, ready func(context.Context) error, fn func(batch [][]byte) (refused map[int]string, err error)) (int, error) {
 	if err := ready(ctx); err != nil {
+		s.pace.stop(false)
 		return 0, err
 	}
-	if err := s.Seal(); err != nil {
-		return 0, fmt.Errorf("cannot seal the active segment of spool %s: %w", s.dir, err)
+	s.pace.start()
+	round := func() (int, error) {
+		if err := s.Seal(); err != nil {
+			return 0, fmt.Errorf("cannot seal the active segment of spool %s: %w", s.dir, err)
+		}
+		return s.Drain(ctx, maxBatch, func(batch [][]byte) (map[int]string, error) {
+			refused, err := fn(batch)
+			if err == nil {
+				s.pace.replayed(len(batch))
+			}
+			return refused, err
+		})
 	}
-	return s.Drain(ctx, maxBatch, fn)
+	n, err := round()
+	if left := s.pending.Load(); err == nil && left > 0 && left <= paceSlack {
+		s.pace.close()
+		var k int
+		k, err = round()
+		n += k
+	}
+	if err != nil || s.Empty() {
+		s.pace.stop(err == nil)
+	}
+	return n, err
 }
 
 type refusedRecord struct {

@@ -29,6 +29,10 @@ var ErrClosed = errors.New("spool is closed")
 // Drain has freed room.
 var ErrFull = errors.New("spool is full")
 
+// ErrDrained is returned by an Append held while a drain emptied the spool (see pacer): nothing
+// was appended, and the records can now go straight to the consumer without overtaking any.
+var ErrDrained = errors.New("spool drained while the append waited")
+
 // fullLogEvery spaces the log lines about refused appends: under load a full spool refuses
 // thousands of calls a second, and one line per interval with their count says the same.
 const fullLogEvery = 10 * time.Second
@@ -45,10 +49,14 @@ const (
 
 // Options configure a Spool.
 type Options struct {
-	Dir          string       // segments live here; failed/ holds refused records
-	SegmentBytes int64        // seal the active segment when it grows past this (default 16 MiB)
-	MaxBytes     int64        // refuse (ErrFull) an Append that would take the segments past this; 0: no bound
-	Log          *slog.Logger // nil discards
+	Dir          string // segments live here; failed/ holds refused records
+	SegmentBytes int64  // seal the active segment when it grows past this (default 16 MiB)
+	MaxBytes     int64  // refuse (ErrFull) an Append that would take the segments past this; 0: no bound
+	// PaceWait, when not 0, keeps a drain ahead of new appends: while DrainWhenReady runs an
+	// Append waits, at most this long, for the drain to have replayed twice what was appended
+	// since it began (see pacer).
+	PaceWait time.Duration
+	Log      *slog.Logger // nil discards
 }
 
 // Stats describe what is pending in a Spool. Segments, Records and Bytes include the active
@@ -60,6 +68,10 @@ type Stats struct {
 	Oldest   time.Time // when the oldest pending record was appended; zero when none
 	Failed   int64     // records in failed/ (counted at Open, then added by Drain)
 	Syncs    int64     // fsyncs of segment data since Open
+	// PacedAppends are the appends that waited for a drain (Options.PaceWait) since Open, and
+	// PacedWait their waits, summed.
+	PacedAppends int64
+	PacedWait    time.Duration
 }
 
 // Spool is a durable on-disk FIFO of records. All methods are safe for concurrent use; Drain
@@ -72,6 +84,7 @@ type Spool struct {
 	lock         *os.File
 
 	drainMu sync.Mutex // one Drain at a time; taken before mu
+	pace    *pacer
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when syncing or synced change
@@ -162,6 +175,7 @@ func Open(o Options) (*Spool, error) {
 		dir:          o.Dir,
 		segmentBytes: o.SegmentBytes,
 		maxBytes:     o.MaxBytes,
+		pace:         newPacer(o.PaceWait),
 		log:          o.Log,
 		lock:         lock,
 		nextSeq:      1,
@@ -310,6 +324,9 @@ func (s *Spool) Append(records [][]byte) error {
 	buf := make([]byte, 0, n)
 	for _, r := range records {
 		buf = appendRecord(buf, r)
+	}
+	if err := s.pace.admit(len(records)); err != nil {
+		return err
 	}
 
 	s.mu.Lock()
@@ -543,6 +560,7 @@ func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Segments: len(s.sealed), Records: s.sealedRecords, Bytes: s.sealedBytes, Failed: s.failed, Syncs: s.syncs.Load()}
+	st.PacedAppends, st.PacedWait = s.pace.stats()
 	if len(s.sealed) > 0 {
 		st.Oldest = s.sealed[0].created
 	}
@@ -563,6 +581,7 @@ func (s *Spool) Empty() bool { return s.pending.Load() == 0 }
 
 // Close seals the active segment and closes the Spool. A Drain in progress finishes on its own.
 func (s *Spool) Close() error {
+	s.pace.stop(false) // appends waiting for a drain find the spool closed
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

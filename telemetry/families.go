@@ -60,6 +60,8 @@ var Families = []Family{
 	{"queen_db_pool_wait_seconds_total", "counter", "", "Time spent waiting for a free connection, summed; its rate is the mean number of callers waiting."},
 	{"queen_file_buffer_pending", "gauge", "", "Pushes in the disk spool waiting to be replayed into PostgreSQL."},
 	{"queen_file_buffer_failed", "gauge", "", "Spool records PostgreSQL refused, kept in the spool's failed/ directory."},
+	{"queen_file_buffer_paced_pushes_total", "counter", "", "Pushes into the disk spool that waited for its drain to get ahead of them (at most FILE_BUFFER_DB_WAIT_MS each)."},
+	{"queen_file_buffer_paced_wait_seconds_total", "counter", "", "Time pushes waited for the spool's drain, summed."},
 	{"queen_spool_full_refused_messages_total", "counter", "", "Pushed messages refused with 503 spool_full because the disk spool was full (FILE_BUFFER_MAX_BYTES or the disk); the series appears at the first refusal."},
 	{"queen_file_buffer_db_healthy", "gauge", "", "1 while this broker reaches PostgreSQL, 0 while pushes go to the spool."},
 	{"queen_maintenance_mode_enabled", "gauge", "", "1 while push maintenance is on (pushes go to the spool)."},

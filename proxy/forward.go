@@ -3,8 +3,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/url"
 	"strconv"
@@ -26,7 +28,10 @@ type cell struct {
 
 // upstreams are a cell's brokers: requests go round them, and one that refuses connections is
 // skipped for upstreamDownFor. Only a request that could not be sent (the connection was never
-// made) goes on to the next broker, so a push is never sent twice by the proxy.
+// made) goes on to the next broker, so a push is never sent twice by the proxy. Pushes keep to
+// one broker per partition: each broker drains its own spool after a PostgreSQL outage, so the
+// pushes of one partition spread over two brokers would come out interleaved (docs/operations.md,
+// "Order during an outage"); kept on one they stay in order while it lives.
 type upstreams struct {
 	clients []*fasthttp.HostClient
 	next    atomic.Uint32
@@ -35,9 +40,16 @@ type upstreams struct {
 
 const upstreamDownFor = 3 * time.Second
 
-func (u *upstreams) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+// do sends req to a broker of the cell: the one key hashes to when key is not "" (a push's
+// partition, see pushPartition), else the next in turn.
+func (u *upstreams) do(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, key string) error {
 	n := len(u.clients)
 	first := int(u.next.Add(1))
+	if key != "" {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(key))
+		first = int(h.Sum32() % uint32(n))
+	}
 	var err error
 	for tries := 0; tries < 2*n; tries++ {
 		i := (first + tries) % n
@@ -193,7 +205,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, c *cell, rt route, id string) 
 	req.SetRequestURI(uri)
 
 	start := time.Now()
-	err := c.client.DoDeadline(req, resp, deadline)
+	key := ""
+	if rt.pattern == "/api/v1/push" {
+		key = pushPartition(req.Body())
+	}
+	err := c.client.do(req, resp, deadline, key)
 	switch {
 	case errors.Is(err, fasthttp.ErrTimeout):
 		p.metrics.upstreamError("timeout")
@@ -240,4 +256,58 @@ func clientIP(ctx *fasthttp.RequestCtx) string {
 		return a.IP.String()
 	}
 	return ctx.RemoteAddr().String()
+}
+
+// pushPartition is the queue and partition of a push body's first item ("Default" when it names
+// none), read without decoding the rest of the body; "" when the body does not start as a push.
+func pushPartition(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if !delim(dec, '{') {
+		return ""
+	}
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if name != "items" {
+			if dec.Decode(&json.RawMessage{}) != nil {
+				return ""
+			}
+			continue
+		}
+		if !delim(dec, '[') || !delim(dec, '{') {
+			return ""
+		}
+		var queue, partition string
+		for dec.More() {
+			field, err := dec.Token()
+			if err != nil {
+				return ""
+			}
+			var into any = &json.RawMessage{}
+			switch field {
+			case "queue":
+				into = &queue
+			case "partition":
+				into = &partition
+			}
+			if dec.Decode(into) != nil {
+				return ""
+			}
+		}
+		if queue == "" {
+			return ""
+		}
+		if partition == "" {
+			partition = "Default"
+		}
+		return queue + "\x00" + partition
+	}
+	return ""
+}
+
+func delim(dec *json.Decoder, want json.Delim) bool {
+	t, err := dec.Token()
+	return err == nil && t == want
 }

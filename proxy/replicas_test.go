@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"queen/config"
 	"queen/failover"
 	"queen/proxy/pxdb"
+	"queen/server/servertest"
 	"queen/testkit"
 )
 
@@ -447,4 +450,48 @@ func TestProxyRidesAControlPlaneOutage(t *testing.T) {
 		status, code := read(key)
 		return status == 401 && code == "credential_revoked"
 	})
+}
+
+// The pushes of one partition keep to one broker of the cell, so that a PostgreSQL outage, after
+// which each broker drains its own spool, cannot interleave them.
+func TestPushesOfAPartitionKeepToOneBroker(t *testing.T) {
+	t.Parallel()
+	// Two brokers on two databases: where a message lands tells which broker took it.
+	b1, token := startCellBroker(t)
+	b2, _ := startCellBroker(t)
+	store := openStore(t)
+	addCell(t, store, pxdb.Cell{Name: "main", Upstream: b1.Base + "," + b2.Base, BrokerToken: token})
+	tp := startProxy(t, store, nil, nil)
+	_, key := newKey(t, store, "main", "produce")
+	for _, part := range []string{"a", "b", "c", "d"} {
+		for i := range 5 {
+			item := map[string]any{"queue": "affinity", "partition": part, "payload": map[string]any{"i": i}}
+			if status, _, body := tp.do("main", "POST", "/api/v1/push", map[string]any{"items": []any{item}}, "Authorization", "Bearer "+key); status != 201 && status != 200 {
+				t.Fatalf("push: %d %s", status, body)
+			}
+		}
+	}
+	var landed []string
+	for _, b := range []*servertest.Client{b1, b2} {
+		status, body := b.WithHeader("Authorization", "Bearer "+token).Do("GET", "/api/v1/resources/queues/affinity", nil)
+		if status == 404 {
+			continue
+		}
+		var q struct {
+			Partitions []struct {
+				Name  string
+				Stats struct{ Total int }
+			}
+		}
+		must(t, json.Unmarshal(body, &q))
+		for _, p := range q.Partitions {
+			if p.Stats.Total != 5 {
+				t.Errorf("partition %s has %d messages on one broker, want all 5", p.Name, p.Stats.Total)
+			}
+			landed = append(landed, p.Name)
+		}
+	}
+	if slices.Sort(landed); !slices.Equal(landed, []string{"a", "b", "c", "d"}) {
+		t.Errorf("partitions found %v, want each once", landed)
+	}
 }

@@ -22,8 +22,8 @@ type pacer struct {
 
 	mu       sync.Mutex
 	on       bool
-	closing  bool // the drain's last round: appends wait for its end
-	handover bool // the last drain emptied the spool: appends waiting go elsewhere
+	closing  bool          // the drain's last round: appends wait for its end
+	handover bool          // the last drain emptied the spool: appends waiting go elsewhere
 	drained  int64         // records the drain replayed since it began
 	appended int64         // records appended since the drain began
 	progress chan struct{} // closed and replaced at each step of the drain, and when it ends

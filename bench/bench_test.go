@@ -890,3 +890,19 @@ func TestScenarioFlags(t *testing.T) {
 		}
 	}
 }
+
+// The chaos run, short: each fault once with two seconds of load around it, through two
+// proxies, two brokers and three Patroni nodes; nothing acknowledged may be lost, nothing
+// acknowledged redelivered, and both spools must drain (the long run is `go run ./bench chaos`).
+func TestChaosShort(t *testing.T) {
+	c, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // Patroni's ttl alone is 20 s
+	defer cancel()
+	r := runChaos(c, ChaosConfig{Producers: 2, Consumers: 2, Batch: 5, Hold: 2 * time.Second})
+	requireVerified(t, r, nil)
+	if len(r.Chaos) != 4 {
+		t.Fatalf("%d faults reported, want 4: %+v", len(r.Chaos), r.Chaos)
+	}
+	for _, f := range r.Chaos {
+		t.Logf("%+v", f)
+	}
+}

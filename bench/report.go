@@ -61,6 +61,7 @@ type Result struct {
 	// outage: the run per interval, and the spool's drain once PostgreSQL was back
 	Intervals []OutageInterval `json:"intervals,omitempty"`
 	Drain     *OutageDrain     `json:"drain,omitempty"`
+	Chaos     []ChaosFault     `json:"chaos,omitempty"`
 
 	// scale: the point and operation; soak: the run per interval, the faults, the tables
 	Scale *ScaleFigures `json:"scale,omitempty"`

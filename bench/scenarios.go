@@ -32,7 +32,7 @@ type scenario struct {
 
 func scenarios() []scenario {
 	return []scenario{ceilingScenario, pushScenario, consumeScenario, mixedScenario, costScenario, streamsScenario, wakeScenario,
-		outageScenario, scrapeScenario, scaleScenario, soakScenario, allScenario}
+		outageScenario, scrapeScenario, scaleScenario, soakScenario, chaosScenario, allScenario}
 }
 
 func findScenario(name string) (scenario, bool) {

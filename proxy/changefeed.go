@@ -23,8 +23,8 @@ type changeFeed struct {
 	// unreachableUntil (Unix nanoseconds): a lookup failed to reach the control plane, and the
 	// caches answer from memory without trying again until then.
 	unreachableUntil atomic.Int64
-	mu        sync.Mutex
-	onChange  []func()
+	mu               sync.Mutex
+	onChange         []func()
 }
 
 // changesChannel is the LISTEN channel of control-plane changes.
@@ -99,8 +99,8 @@ type feedCache[K comparable, V any] struct {
 	// hit and miss count lookups answered from memory and from the database.
 	hit, miss, stale func()
 	mu               sync.Mutex
-	entries   map[K]V
-	gen       uint64 // counts clears: a value loaded across one is not kept
+	entries          map[K]V
+	gen              uint64 // counts clears: a value loaded across one is not kept
 }
 
 func newFeedCache[K comparable, V any](feed *changeFeed, max int, hit, miss, stale func()) *feedCache[K, V] {

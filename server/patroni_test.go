@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"queen/pg/patroni"
 	"queen/testkit"
 )
@@ -162,17 +160,7 @@ func TestPatroniSwitchoverFailoverAndRejoin(t *testing.T) {
 		event(t, outageScenario{
 			name: "primary " + killed.Name + " killed", queue: "killed", reportsDB: true,
 			down: func(t *testing.T) {
-				// What the brokers were told is committed is on the synchronous standby.
-				conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var state string
-				err = conn.QueryRow(ctx, "SELECT sync_state FROM pg_stat_replication WHERE sync_state = 'sync'").Scan(&state)
-				conn.Close(ctx)
-				if err != nil {
-					t.Fatalf("no synchronous standby on the primary: %v", err)
-				}
+				requireSyncStandby(ctx, t, c.ConnString("postgres"))
 				killedAt = time.Now()
 				if err := killed.Kill(); err != nil {
 					t.Fatal(err)

@@ -9,6 +9,7 @@ package failover
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -76,7 +77,7 @@ func (c *Client) Do(method, path string, body, out any) error {
 		}
 		answer, err := c.send(u, method, path, raw)
 		var se *StatusError
-		if err == nil || (asStatus(err, &se) && se.Status < 500) {
+		if err == nil || (errors.As(err, &se) && se.Status < 500) {
 			c.mu.Lock()
 			c.current = u
 			c.mu.Unlock()
@@ -121,12 +122,4 @@ func (c *Client) send(u int, method, path string, body []byte) ([]byte, error) {
 		return nil, &StatusError{Method: method, Path: path, Status: resp.StatusCode, Body: answer}
 	}
 	return answer, nil
-}
-
-func asStatus(err error, target **StatusError) bool {
-	se, ok := err.(*StatusError)
-	if ok {
-		*target = se
-	}
-	return ok
 }

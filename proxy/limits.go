@@ -140,37 +140,36 @@ func (l *limiter) sync(ctx context.Context) {
 	if !l.on() {
 		return
 	}
+	// What each key admitted here since the last exchange, by day.
+	type exchange struct {
+		ids      []uuid.UUID
+		admitted []int64
+	}
 	now := time.Now()
 	l.mu.Lock()
-	byDay := map[string][]uuid.UUID{}
+	byDay := map[string]*exchange{}
 	for id, u := range l.keys {
-		switch {
-		case u.pending > 0 || now.Sub(u.lastUsed) < idleKeyAfter:
-			byDay[u.day] = append(byDay[u.day], id)
-		default:
+		if u.pending == 0 && now.Sub(u.lastUsed) >= idleKeyAfter {
 			delete(l.keys, id)
+			continue
 		}
-	}
-	sent := map[uuid.UUID]int64{}
-	for _, ids := range byDay {
-		for _, id := range ids {
-			sent[id] = l.keys[id].pending
+		e := byDay[u.day]
+		if e == nil {
+			e = &exchange{}
+			byDay[u.day] = e
 		}
+		e.ids, e.admitted = append(e.ids, id), append(e.admitted, u.pending)
 	}
 	l.mu.Unlock()
 
-	for day, ids := range byDay {
-		admitted := make([]int64, len(ids))
-		for i, id := range ids {
-			admitted[i] = sent[id]
-		}
+	for day, e := range byDay {
 		date, _ := time.Parse(time.DateOnly, day)
-		totals, err := l.store.AddKeyUsage(ctx, date, ids, admitted)
+		totals, err := l.store.AddKeyUsage(ctx, date, e.ids, e.admitted)
 		if err != nil {
 			l.syncFailed(ctx, err)
 			return
 		}
-		l.learn(day, ids, admitted, totals)
+		l.learn(day, e.ids, e.admitted, totals)
 	}
 	l.metrics.usageSync("ok")
 	l.mu.Lock()

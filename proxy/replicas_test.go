@@ -260,8 +260,10 @@ func TestReplicasThrottleSignIns(t *testing.T) {
 func TestReplicaMetricsPage(t *testing.T) {
 	t.Parallel()
 	_, _, store := mainCell(t)
-	tp := startProxy(t, store, nil, nil)
+	// The key before the proxy: its creation's notification, arriving after the first read,
+	// would empty the cache.
 	_, key := newKey(t, store, "main", "read")
+	tp := startProxy(t, store, nil, nil)
 	for range 3 {
 		tp.do("main", "GET", "/api/v1/resources/queues", nil, "Authorization", "Bearer "+key)
 	}

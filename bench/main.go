@@ -52,6 +52,7 @@ type options struct {
 	args     []string // after the scenario, for the report
 	url, vs  string
 	vsRev    string         // a revision of this repository to build and start as --vs
+	rounds   int            // with a second broker: measurements of each per scenario
 	token    string         // for --url: the flag, else QUEEN_BENCH_TOKEN
 	vsToken  string         // for --vs: the flag, else QUEEN_BENCH_VS_TOKEN
 	roots    *x509.CertPool // --ca added to the system's; nil without --ca
@@ -121,7 +122,8 @@ func parseArgs(args []string) (*options, error) {
 	}
 	o := &options{set: map[string]bool{}}
 	fs.StringVar(&o.url, "url", "", "broker base URL (default: build and start this project's broker with its own PostgreSQL)")
-	fs.StringVar(&o.vs, "vs", "", "a second broker: run each scenario on both, alternating A B A B, and print A/B")
+	fs.StringVar(&o.vs, "vs", "", "a second broker: run each scenario on both, in the order A B B A A B…, and print A/B")
+	fs.IntVar(&o.rounds, "rounds", 2, "with --vs or --vs-rev: measurements of each broker per scenario, averaged")
 	fs.StringVar(&o.vsRev, "vs-rev", "", "as --vs, a broker built from this repository at this revision (commit, tag, branch), started\nwith its own PostgreSQL like the first: before and after, with both brokers' CPU per message")
 	ca := fs.String("ca", "", "PEM file of a CA to trust, besides the system's, for https:// targets")
 	fs.StringVar(&o.token, "token", "", "API key sent as a bearer token to --url (default: $QUEEN_BENCH_TOKEN)")
@@ -189,6 +191,9 @@ func parseArgs(args []string) (*options, error) {
 		if v.n < 1 {
 			return nil, fmt.Errorf("--%s must be at least 1", v.name)
 		}
+	}
+	if o.rounds < 1 {
+		return nil, errors.New("--rounds must be at least 1")
 	}
 	if o.vs != "" && o.vsRev != "" {
 		return nil, errors.New("--vs and --vs-rev both name the second broker: give one")
@@ -341,12 +346,18 @@ func execute(ctx context.Context, o *options) (rep *Report, err error) {
 		}
 		rounds := 1
 		if len(targets) > 1 && j.name != "ceiling" {
-			rounds = 2
+			rounds = o.rounds
 		}
 		var perTarget [2][]*Result
 		skipped := false
-		for range rounds {
-			for ti, t := range targets {
+		for round := range rounds {
+			for k := range targets {
+				// A B, then B A: a drift of the machine over the run weighs on both alike.
+				ti := k
+				if round%2 == 1 {
+					ti = len(targets) - 1 - k
+				}
+				t := targets[ti]
 				if j.name == "ceiling" && ti > 0 {
 					continue
 				}

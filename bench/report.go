@@ -409,7 +409,7 @@ func printTable(out io.Writer, rep *Report) {
 		}
 	}
 	if len(rep.Comparisons) > 0 {
-		fmt.Fprintf(out, "\nA = %s, B = %s (means of the rounds, alternated A B A B)\n", rep.Targets[0], rep.Targets[1])
+		fmt.Fprintf(out, "\nA = %s, B = %s (means of the rounds, in the order A B B A …)\n", rep.Targets[0], rep.Targets[1])
 		for _, c := range rep.Comparisons {
 			fmt.Fprintf(out, "  %-40s %-13s A %10.1f  B %10.1f  A/B %.2f\n", c.Label, c.Metric, c.A, c.B, c.Ratio)
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // AckStatus is what a consumer says of a message it acknowledges.
@@ -116,52 +115,73 @@ type dlqRow struct {
 	retries   int
 }
 
-// ackedMessagesSQL finds the message of each acknowledgement ($2 in partition $1, for tenant
-// $3), in the order of the items. A partition outside the item's scope joins nothing: no
-// message, no names, the answer of a partition id that does not exist. Each distinct partition
-// is looked up once (an ack batch names a few partitions for hundreds of messages), then each
-// message is a probe of message_transactions' key (see duplicateProbeSQL): as a
-// plain join, PostgreSQL hashed every partition with its queue for each ack, 10 ms an ack at
-// 10k partitions. An item whose seq the broker already knows ($4, 0 when not; see
-// leasedMessages) skips the probe: its condition is a one-time filter of the subquery.
-var ackedMessagesSQL = `WITH v AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int8[]) WITH ORDINALITY AS v(pid, tx, scope, known, ord)),
-	parts AS (SELECT k.pid, k.scope, p.id, p.name, p.queue, p.retry_limit
-		FROM (SELECT DISTINCT pid, scope FROM v) k
-		CROSS JOIN LATERAL (SELECT p.id, p.name, q.name AS queue, q.retry_limit
-			FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-			WHERE p.id = k.pid AND ` + inScope("q.name", "k.scope") + ` LIMIT 1) p)
-	SELECT v.ord, m.seq, COALESCE(p.name, ''), COALESCE(p.queue, ''), COALESCE(p.retry_limit, 0)
-	FROM v
-	LEFT JOIN parts p ON p.pid = v.pid AND p.scope = v.scope
-	LEFT JOIN LATERAL (SELECT v.known AS seq WHERE v.known > 0 AND p.id IS NOT NULL
-		UNION ALL
-		SELECT m.seq FROM queen.message_transactions m WHERE v.known = 0 AND m.partition_id = p.id AND m.transaction_id = v.tx
-		LIMIT 1) m ON true
-	ORDER BY v.ord`
+// ackPartitionsSQL names each distinct partition of an ack batch ($1, for tenant $2): its name,
+// its queue's and the queue's retry limit, by ordinal. A partition outside the scope answers no
+// row, as one that does not exist. Each is a LATERAL probe: as a plain join, PostgreSQL hashed
+// every partition with its queue for each ack, 10 ms an ack at 10k partitions.
+var ackPartitionsSQL = `SELECT v.ord, p.name, p.queue, p.retry_limit
+	FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS v(pid, scope, ord)
+	CROSS JOIN LATERAL (SELECT p.name, q.name AS queue, q.retry_limit
+		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+		WHERE p.id = v.pid AND ` + inScope("q.name", "v.scope") + ` LIMIT 1) p`
+
+// ackedMessagesSQL finds the seq of each transactionId ($2 in partition $1), by ordinal: one
+// probe of message_transactions' key per item (see duplicateProbeSQL). It runs only for the
+// items whose seq the broker does not know (leasedMessages), and its answer counts only where
+// ackPartitionsSQL found the partition in the caller's scope.
+const ackedMessagesSQL = `SELECT v.ord, m.seq
+	FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS v(pid, tx, ord)
+	CROSS JOIN LATERAL (SELECT m.seq FROM queen.message_transactions m
+		WHERE m.partition_id = v.pid AND m.transaction_id = v.tx LIMIT 1) m`
+
+// ackPartition is a partition an ack batch names, with the caller's scope.
+type ackPartition struct {
+	id    uuid.UUID
+	scope string
+}
 
 // ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its
 // sequence number (known[i] when not 0; known may be nil) and applies the acks of each row in
 // sequence order. With failedToDLQ (the transaction route) a failed ack dead-letters at once
-// instead of spending the retry budget.
+// instead of spending the retry budget. PostgreSQL sees each consumer row and partition once
+// and only the items whose seq is not known: an ack batch of a lease this broker granted sends
+// no per-message row at all.
 func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, failedToDLQ bool) ([]AckResult, error) {
-	if known == nil {
-		known = make([]int64, len(items)) // a NULL array would unnest to NULLs: no probe at all
-	}
-	pids := make([][16]byte, len(items)) // [16]byte: see the push columns
-	groups := make([]string, len(items))
-	txIDs := make([]string, len(items))
-	scopes := make([]string, len(items))
+	var rowPids, partPids, probePids [][16]byte // [16]byte: see the push columns
+	var rowGroups, partScopes, probeTxs []string
+	var probed []int // item index of each probe
+	rowSeen := map[consumerKey]bool{}
+	partOf := make([]int, len(items)) // item index → index in partPids
+	partSeen := map[ackPartition]int{}
 	for i, it := range items {
-		pids[i], groups[i], txIDs[i], scopes[i] = it.PartitionID, it.Group, it.TransactionID, it.Scope.Tenant
+		if k := (consumerKey{it.PartitionID, it.Group}); !rowSeen[k] {
+			rowSeen[k] = true
+			rowPids, rowGroups = append(rowPids, it.PartitionID), append(rowGroups, it.Group)
+		}
+		k := ackPartition{it.PartitionID, it.Scope.Tenant}
+		n, ok := partSeen[k]
+		if !ok {
+			n = len(partPids)
+			partSeen[k] = n
+			partPids, partScopes = append(partPids, it.PartitionID), append(partScopes, it.Scope.Tenant)
+		}
+		partOf[i] = n
+		if known == nil || known[i] == 0 {
+			probed = append(probed, i)
+			probePids, probeTxs = append(probePids, it.PartitionID), append(probeTxs, it.TransactionID)
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
 			COALESCE(pc.lease_expires_at > now(), false), pc.lease_end_seq, pc.batch_retry_count
 		FROM queen.partition_consumers pc
 		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
-		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, pids, groups)
+		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, rowPids, rowGroups)
 	// The lock above may take the row of an item outside its scope; it is never written.
-	b.Queue(ackedMessagesSQL, pids, txIDs, scopes, known)
+	b.Queue(ackPartitionsSQL, partPids, partScopes)
+	if len(probed) > 0 {
+		b.Queue(ackedMessagesSQL, probePids, probeTxs)
+	}
 	br := tx.SendBatch(ctx, b)
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()
@@ -180,29 +200,64 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		state[k] = st
 	}
 	rows.Close()
-	seqs := make([]pgtype.Int8, len(items))
-	out := make([]AckResult, len(items))
-	retryLimit := make([]int, len(items))
+	type partInfo struct {
+		found      bool
+		name       string
+		queue      QueueName
+		retryLimit int
+	}
+	parts := make([]partInfo, len(partPids))
 	rows, err = br.Query()
 	if err != nil {
 		br.Close()
-		return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
+		return nil, fmt.Errorf("cannot find acknowledged partitions: %w", err)
 	}
 	for rows.Next() {
 		var ord int
-		var seq pgtype.Int8
-		var r AckResult
-		var limit int
-		if err := rows.Scan(&ord, &seq, &r.PartitionName, &r.Queue, &limit); err != nil {
+		var p partInfo
+		if err := rows.Scan(&ord, &p.name, &p.queue, &p.retryLimit); err != nil {
 			rows.Close()
+			br.Close()
+			return nil, fmt.Errorf("cannot find acknowledged partitions: %w", err)
+		}
+		p.found = true
+		parts[ord-1] = p
+	}
+	rows.Close()
+	seqs := make([]int64, len(items)) // 0: not found
+	if known != nil {
+		copy(seqs, known)
+	}
+	if len(probed) > 0 {
+		rows, err = br.Query()
+		if err != nil {
 			br.Close()
 			return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
 		}
-		seqs[ord-1], out[ord-1], retryLimit[ord-1] = seq, r, limit
+		for rows.Next() {
+			var ord int
+			var seq int64
+			if err := rows.Scan(&ord, &seq); err != nil {
+				rows.Close()
+				br.Close()
+				return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
+			}
+			seqs[probed[ord-1]] = seq
+		}
+		rows.Close()
 	}
-	rows.Close()
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("cannot resolve acknowledged messages: %w", err)
+	}
+	out := make([]AckResult, len(items))
+	retryLimit := make([]int, len(items))
+	for i := range items {
+		p := parts[partOf[i]]
+		if !p.found {
+			seqs[i] = 0 // outside the caller's scope, or no such partition
+			continue
+		}
+		out[i].PartitionName, out[i].Queue, retryLimit[i] = p.name, p.queue, p.retryLimit
 	}
 
 	// Apply each row's acks in sequence order; results stay in request order.
@@ -218,17 +273,17 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		if ia.Group != ib.Group {
 			return ia.Group < ib.Group
 		}
-		return seqs[order[a]].Int64 < seqs[order[b]].Int64
+		return seqs[order[a]] < seqs[order[b]]
 	})
 	var dlq []dlqRow
 	for _, i := range order {
 		it := items[i]
 		r := &out[i]
-		if !seqs[i].Valid {
+		seq := seqs[i]
+		if seq == 0 {
 			r.Error = ErrMessageNotFound
 			continue
 		}
-		seq := seqs[i].Int64
 		k := consumerKey{it.PartitionID, it.Group}
 		st := state[k]
 		if st == nil {

@@ -53,9 +53,10 @@ func (b *segmentBuilder) add(partition uuid.UUID, seq int64, m storedMessage) {
 	b.n++
 }
 
-// queue adds to batch the two inserts of the push: the segments, each a slice [from:to] of
-// flat per-message arrays (slicing is a copy in PostgreSQL, where aggregating would sort), and
-// the transactionIds, whose key refuses one the partition holds already.
+// queue adds to batch the insert of the push: the segments, each a slice [from:to] of flat
+// per-message arrays (slicing is a copy in PostgreSQL, where aggregating would sort), and from
+// the rows inserted the transactionIds, whose key refuses one the partition holds already. The
+// second insert reads the segments' own arrays: the broker sends each transactionId once.
 func (b *segmentBuilder) queue(batch *pgx.Batch) {
 	var (
 		segPart  [][16]byte // [16]byte, not uuid.UUID: pgx encodes it natively instead of
@@ -63,8 +64,6 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 		segLast  []int64
 		segFrom  []int32
 		segTo    []int32
-		txPart   = make([][16]byte, 0, b.n)
-		txSeq    = make([]int64, 0, b.n)
 		ids      = make([][16]byte, 0, b.n)
 		txIDs    = make([]string, 0, b.n)
 		traces   = make([]pgtype.UUID, 0, b.n) // pgtype: encoded natively, not through a string
@@ -81,9 +80,7 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			segLast = append(segLast, r.first+int64(end-1))
 			segFrom = append(segFrom, int32(len(ids)+1))
 			segTo = append(segTo, int32(len(ids)+end-start))
-			for i, m := range r.msgs[start:end] {
-				txPart = append(txPart, pid)
-				txSeq = append(txSeq, r.first+int64(start+i))
+			for _, m := range r.msgs[start:end] {
 				ids = append(ids, m.id)
 				txIDs = append(txIDs, m.txID)
 				traces = append(traces, pgtype.UUID{Bytes: m.trace.UUID, Valid: m.trace.Valid})
@@ -93,11 +90,12 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			}
 		}
 	}
-	batch.Queue(`INSERT INTO queen.segments (partition_id, last_seq, first_seq, ids, transaction_ids, trace_ids, payloads, encrypted, producer_subs)
-		SELECT v.p, v.last, v.first, ($6::uuid[])[v.a:v.b], ($7::text[])[v.a:v.b], ($8::uuid[])[v.a:v.b],
-		       ($9::text[])[v.a:v.b], ($10::bool[])[v.a:v.b], ($11::text[])[v.a:v.b]
-		FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::int4[], $5::int4[]) AS v(p, first, last, a, b)`,
+	batch.Queue(`WITH s AS (INSERT INTO queen.segments (partition_id, last_seq, first_seq, ids, transaction_ids, trace_ids, payloads, encrypted, producer_subs)
+			SELECT v.p, v.last, v.first, ($6::uuid[])[v.a:v.b], ($7::text[])[v.a:v.b], ($8::uuid[])[v.a:v.b],
+			       ($9::text[])[v.a:v.b], ($10::bool[])[v.a:v.b], ($11::text[])[v.a:v.b]
+			FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::int4[], $5::int4[]) AS v(p, first, last, a, b)
+			RETURNING partition_id, first_seq, transaction_ids)
+		INSERT INTO queen.message_transactions (partition_id, transaction_id, seq)
+		SELECT s.partition_id, t.tx, s.first_seq + t.i - 1 FROM s, unnest(s.transaction_ids) WITH ORDINALITY AS t(tx, i)`,
 		segPart, segFirst, segLast, segFrom, segTo, ids, txIDs, traces, payloads, enc, subs)
-	batch.Queue(`INSERT INTO queen.message_transactions (partition_id, transaction_id, seq)
-		SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[])`, txPart, txIDs, txSeq)
 }

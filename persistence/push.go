@@ -53,19 +53,29 @@ type PushResult struct {
 // (partition_id, transaction_id) refuses one already stored as the messages go in, where the
 // lookup cost an index probe per message. A refusal (a producer's retry, a replayed spool: rare)
 // rolls the push back and runs it again with the lookup, which answers such items "duplicate".
+// Nor does it create queues and partitions, which all but a partition's first push find: the
+// upserts cost about 1 µs a message. A push naming a partition that does not exist rolls back
+// and runs again with them.
 func (s *Store) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
-	out, err := s.push(ctx, items, false)
-	if errors.Is(err, errStoredTransaction) {
-		out, err = s.push(ctx, items, true)
+	o := pushOptions{explicit: true, existing: true}
+	for {
+		out, err := s.push(ctx, items, o)
+		switch {
+		case o.existing && errors.Is(err, errNewPartition):
+			o.existing = false
+		case !o.lookUp && errors.Is(err, errStoredTransaction):
+			o.lookUp = true
+		default:
+			return out, err
+		}
 	}
-	return out, err
 }
 
-func (s *Store) push(ctx context.Context, items []PushItem, lookUp bool) ([]PushResult, error) {
+func (s *Store) push(ctx context.Context, items []PushItem, o pushOptions) ([]PushResult, error) {
 	var out []PushResult
 	err := s.pipelinedTx(ctx, "push", func(conn *pgx.Conn) error {
 		var err error
-		out, err = pushInTx(ctx, conn, items, pushOptions{explicit: true, lookUp: lookUp}, s.sealer)
+		out, err = pushInTx(ctx, conn, items, o, s.sealer)
 		return err
 	})
 	return out, err
@@ -79,11 +89,17 @@ type pushOptions struct {
 	// lookUp: the stored transactionIds are looked up first and their items answered
 	// "duplicate"; without, a stored one fails the push with errStoredTransaction.
 	lookUp bool
+	// existing: the queues and partitions are not created; a push naming one that does not
+	// exist fails with errNewPartition.
+	existing bool
 }
 
 // errStoredTransaction is a push without the lookup refused by message_transactions' key: an
 // item's transactionId is stored in its partition already.
 var errStoredTransaction = errors.New("a transactionId of the push is stored already")
+
+// errNewPartition is a push with pushOptions.existing naming a partition that does not exist.
+var errNewPartition = errors.New("a partition of the push does not exist yet")
 
 // PushLaneKey keys a push item by its queue and partition, for the push lanes (fusion.Lanes):
 // a push holds its partitions' row locks until it commits, so pushes to one partition could
@@ -170,13 +186,15 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	}
 	// Namespace and task derive from the queue name (ns.task...) as in the reference, without
 	// the tenant of an internal name.
-	b.Queue(`INSERT INTO queen.queues (name, namespace, task)
-		SELECT n, split_part(`+unscoped("n")+`, '.', 1), split_part(`+unscoped("n")+`, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
-		ON CONFLICT (name) DO NOTHING`, queueNames)
-	b.Queue(`INSERT INTO queen.partitions (queue_id, name)
-		SELECT q.id, v.p FROM unnest($1::text[], $2::text[]) AS v(q, p) JOIN queen.queues q ON q.name = v.q
-		ORDER BY q.id, v.p
-		ON CONFLICT (queue_id, name) DO NOTHING`, pq, pp)
+	if !o.existing {
+		b.Queue(`INSERT INTO queen.queues (name, namespace, task)
+			SELECT n, split_part(`+unscoped("n")+`, '.', 1), split_part(`+unscoped("n")+`, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
+			ON CONFLICT (name) DO NOTHING`, queueNames)
+		b.Queue(`INSERT INTO queen.partitions (queue_id, name)
+			SELECT q.id, v.p FROM unnest($1::text[], $2::text[]) AS v(q, p) JOIN queen.queues q ON q.name = v.q
+			ORDER BY q.id, v.p
+			ON CONFLICT (queue_id, name) DO NOTHING`, pq, pp)
+	}
 	b.Queue(`SELECT p.id, q.name, p.name, p.last_seq, q.encryption_enabled
 		FROM unnest($1::text[], $2::text[]) AS v(q, p)
 		JOIN queen.queues q ON q.name = v.q
@@ -192,13 +210,15 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 			return nil, fmt.Errorf("cannot begin a push: %w", err)
 		}
 	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("cannot create queues: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("cannot create partitions: %w", err)
+	if !o.existing {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cannot create queues: %w", err)
+		}
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cannot create partitions: %w", err)
+		}
 	}
 	partID := map[partitionKey]uuid.UUID{}
 	head := map[uuid.UUID]int64{}
@@ -254,6 +274,9 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	segs := segmentBuilder{}
 	for i, it := range items {
 		pid, ok := partID[partitionKey{it.Queue, it.Partition}]
+		if !ok && o.existing {
+			return nil, errNewPartition
+		}
 		if !ok {
 			// Deleted between its upsert and the lock (idle-partition cleanup, a queue
 			// delete): run the whole push again, which recreates it.

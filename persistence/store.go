@@ -72,7 +72,8 @@ func (s *Store) OnError(f func()) { s.onError = f }
 func (s *Store) failed(err error) {
 	var abort txAbort
 	if err != nil && s.onError != nil && !errors.Is(err, context.Canceled) && !errors.As(err, &abort) &&
-		!errors.Is(err, ErrSealedPayload) && !errors.Is(err, ErrReplayRefused) && !errors.Is(err, errStoredTransaction) {
+		!errors.Is(err, ErrSealedPayload) && !errors.Is(err, ErrReplayRefused) && !errors.Is(err, errStoredTransaction) &&
+		!errors.Is(err, errNewPartition) {
 		s.onError()
 	}
 }

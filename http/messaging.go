@@ -141,8 +141,8 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) error {
 	}
 	sub, scope := producerSub(ctx), s.scope(ctx)
 	out := make([]pushResultJSON, len(items))
-	var stored []persistence.PushItem // the items with no error of their own
-	var storedAt []int
+	stored := make([]persistence.PushItem, 0, len(items)) // the items with no error of their own
+	storedAt := make([]int, 0, len(items))
 	for i := range items {
 		it := &items[i]
 		it.ProducerSub = sub
@@ -190,7 +190,7 @@ func (s *Server) push(ctx *fasthttp.RequestCtx) error {
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetStatusCode(status)
-	ctx.Response.SetBodyRaw(appendPushResults(make([]byte, 0, 256*len(out)), out))
+	setBuiltBody(ctx, 256*len(out), func(b []byte) []byte { return appendPushResults(b, out) })
 	return nil
 }
 
@@ -390,7 +390,7 @@ func writePop(ctx *fasthttp.RequestCtx, req persistence.PopRequest, rep actors.P
 	for _, m := range res.Messages {
 		size += 320 + len(m.Payload)
 	}
-	ctx.Response.SetBodyRaw(appendPopBody(make([]byte, 0, size), req, res, leaseID))
+	setBuiltBody(ctx, size, func(b []byte) []byte { return appendPopBody(b, req, res, leaseID) })
 }
 
 // popByNamespace serves GET /api/v1/pop?namespace=&task=: a pop from the first queue of that

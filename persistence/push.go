@@ -155,12 +155,12 @@ const duplicateProbeSQL = `SELECT p.id, v.tx, m.id
 // Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
 func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptions, sealer PayloadSealer) ([]PushResult, error) {
 	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
-	parts := map[partitionKey]bool{}
+	parts := map[partitionKey]int{}  // items of each partition
 	for _, it := range items {
 		if _, ok := stored[it.Queue]; !ok {
 			stored[it.Queue] = it.Queue.Stored()
 		}
-		parts[partitionKey{it.Queue, it.Partition}] = true
+		parts[partitionKey{it.Queue, it.Partition}]++
 	}
 	queueNames := make([]string, 0, len(stored))
 	for _, q := range stored {
@@ -306,7 +306,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 		head[pid]++
 		existing[k] = id // a later item of this batch with the same transactionId is a duplicate
 		out[i] = PushResult{Status: StatusQueued, MessageID: id, PartitionID: pid}
-		segs.add(pid, head[pid], storedMessage{id: id, txID: it.TransactionID, trace: it.TraceID, payload: payload,
+		segs.add(pid, head[pid], parts[partitionKey{it.Queue, it.Partition}], storedMessage{id: id, txID: it.TransactionID, trace: it.TraceID, payload: payload,
 			encrypted: encrypted, sub: it.ProducerSub})
 	}
 	b = &pgx.Batch{}

@@ -39,13 +39,14 @@ type partitionRun struct {
 func (b *segmentBuilder) empty() bool { return b.n == 0 }
 
 // add appends m, numbered seq, to its partition's run; seqs of a partition come in order.
-func (b *segmentBuilder) add(partition uuid.UUID, seq int64, m storedMessage) {
+// expect is how many the partition's run may hold, to size it once.
+func (b *segmentBuilder) add(partition uuid.UUID, seq int64, expect int, m storedMessage) {
 	if b.parts == nil {
 		b.parts = map[uuid.UUID]*partitionRun{}
 	}
 	r, ok := b.parts[partition]
 	if !ok {
-		r = &partitionRun{first: seq}
+		r = &partitionRun{first: seq, msgs: make([]storedMessage, 0, expect)}
 		b.parts[partition] = r
 		b.order = append(b.order, partition)
 	}

@@ -112,7 +112,9 @@ type PushResult struct {
 
 // Push stores items (queues and producer set) through their queue actors: to PostgreSQL, or to
 // the disk spool under push maintenance or when PostgreSQL cannot take them in time. The items
-// of one queue are stored together; the queues, one after the other in their own actors.
+// of one queue are stored together; the queues, one after the other in their own actors. The
+// actors may read items after Push returns (when no answer came in time): the caller must not
+// change them.
 func (w *Writer) Push(items []persistence.PushItem) (PushResult, error) {
 	out := PushResult{Items: make([]Outcome, len(items))}
 	if err := w.sealAll(items); err != nil {
@@ -133,7 +135,17 @@ func (w *Writer) Push(items []persistence.PushItem) (PushResult, error) {
 			order = append(order, it.Queue)
 		}
 		sl.idx = append(sl.idx, i)
-		sl.items = append(sl.items, it)
+	}
+	for _, q := range order {
+		sl := byQueue[q]
+		if len(order) == 1 {
+			sl.items = items // the common push, to one queue: the actor takes the caller's items
+			continue
+		}
+		sl.items = make([]persistence.PushItem, len(sl.idx))
+		for k, i := range sl.idx {
+			sl.items[k] = items[i]
+		}
 	}
 	for _, q := range order {
 		w.Actors.Push(&actors.PushRequest{Queue: q, Items: byQueue[q].items, Reply: byQueue[q].reply})

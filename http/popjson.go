@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 
@@ -78,8 +79,13 @@ func appendPopBody(buf []byte, req persistence.PopRequest, res persistence.PopRe
 // appendCompactJSONB appends a stored payload without a space after a ':' or ',' outside its
 // strings: the only whitespace in jsonb's output, which the messages stored before segments
 // keep, and insignificant in a payload kept as its producer wrote it. One pass that tracks
-// strings is enough; no validation is needed.
+// strings is enough; no validation is needed. A payload with neither ": " nor ", " anywhere,
+// as JSON.stringify and every encoder without indentation writes it, has nothing to remove and
+// is copied as it is, without the walk.
 func appendCompactJSONB(buf, p []byte) []byte {
+	if !bytes.Contains(p, []byte(": ")) && !bytes.Contains(p, []byte(", ")) {
+		return append(buf, p...)
+	}
 	inString, escaped := false, false
 	start := 0
 	for i, c := range p {

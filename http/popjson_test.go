@@ -70,10 +70,13 @@ func TestAppendJSONStringEscapes(t *testing.T) {
 func TestAppendCompactJSONB(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"a": 1, "b": [1, 2, {"c": "x, y: z"}]}`: `{"a":1,"b":[1,2,{"c":"x, y: z"}]}`,
-		`"a \", b"`: `"a \", b"`,
-		`[]`:        `[]`,
-		`"\\", 1`:   `"\\",1`,
-		`null`:      `null`,
+		`"a \", b"`:         `"a \", b"`,
+		`[]`:                `[]`,
+		`"\\", 1`:           `"\\",1`,
+		`null`:              `null`,
+		`[1, 2]`:            `[1,2]`,
+		`{"a":"b: c"}`:      `{"a":"b: c"}`,
+		`{"a":"x y","b":2}`: `{"a":"x y","b":2}`,
 	} {
 		if got := string(appendCompactJSONB(nil, []byte(in))); got != want {
 			t.Errorf("%s: got %s want %s", in, got, want)

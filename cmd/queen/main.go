@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"queen/config"
 	"queen/server"
 )
@@ -41,6 +43,11 @@ func run() error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
+
+	// Message and lease ids take their randomness from crypto/rand in blocks of a few KB
+	// instead of a read per id (2 % of the broker's CPU under bench cost). Before anything
+	// mints one: the pool is set up unsynchronised.
+	uuid.EnableRandPool()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -172,6 +172,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		}
 	}
 	b := &pgx.Batch{}
+	b.Queue(keyedPlans)
 	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
 			COALESCE(pc.lease_expires_at > now(), false), pc.lease_end_seq, pc.batch_retry_count
 		FROM queen.partition_consumers pc
@@ -183,6 +184,10 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		b.Queue(ackedMessagesSQL, probePids, probeTxs)
 	}
 	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot begin acknowledgements: %w", err)
+	}
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()
 	if err != nil {

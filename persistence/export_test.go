@@ -7,7 +7,7 @@ import "github.com/google/uuid"
 // test of its plan.
 func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, want int) (settings, sql string, args []any) {
 	w := newRingWalk(RingPosition{Queue: queueID, Partition: after, Claimed: true})
-	return ringPlan, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
+	return keyedPlans, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
 }
 
 // DuplicateProbeSQL and AckedMessagesSQL look up messages by transactionId (a push's
@@ -23,5 +23,5 @@ func WildcardClaim(idle bool) (settings []string, sql string) {
 	if idle {
 		claim = claimIdle
 	}
-	return []string{ringPlan, genericPlans}, claimReadSQL(claim)
+	return []string{keyedPlans}, claimReadSQL(claim)
 }

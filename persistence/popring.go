@@ -36,23 +36,14 @@ const (
 	maxRingChunk   = 4096
 )
 
-// ringPlan makes the search's plan independent of what PostgreSQL knows of the tables: it must
-// walk the (queue_id, name) index from the position and look up the group's cursor of each
-// partition read. With statistics taken when the queue was small, or none yet, PostgreSQL
-// estimates a handful of partitions and reads and sorts all of them instead (a bitmap scan), or
-// reads the cursors of every queue and group for a hash join. Every other statement of a pop
-// reads by primary key, so the settings hold for its whole transaction.
-const ringPlan = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
-
-// The claims of a wildcard pop run on generic plans, made once per connection, where planning
-// each execution costs a third of what executing it does. They read by primary key only, and
-// the pop's transaction turns off sequential and bitmap scans (ringPlan) whenever they run, so
-// their generic plan is the index walk whatever the tables' statistics were when it was made.
-// The ring step and the bookkeeping keep the connection's custom plans.
-const (
-	genericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
-	customPlans  = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
-)
+// A wildcard pop's transaction runs with keyedPlans: its statements (the ring steps, the claims,
+// the bookkeeping) read by primary key or walk the (queue_id, name) index from the position,
+// and must do so whatever PostgreSQL knows of the tables. With statistics taken when the queue
+// was small, or none yet, it estimates a handful of partitions and reads and sorts all of them
+// instead (a bitmap scan), or reads the cursors of every queue and group for a hash join. Their
+// plans are generic, made once per connection: planning each ring step cost PostgreSQL more
+// than running it. So the step's bounds are written as index conditions a generic plan keeps
+// (a name after COALESCE(position, ''), not "position IS NULL OR name > position").
 
 // ringStepSQL reads the next chunk of the ring after the walk's position, in ring order (lap 1:
 // the names after the pop's starting point; lap 2: from the first name up to it), keeps the
@@ -71,11 +62,11 @@ WITH q AS MATERIALIZED (
 ring AS MATERIALIZED (
 	SELECT * FROM (
 		(SELECT p.id, p.name, p.last_seq, p.last_message_at, 1 AS lap FROM queen.partitions p
-		WHERE $3 AND p.queue_id = $1 AND ($4::text IS NULL OR p.name > $4)
+		WHERE $3 AND p.queue_id = $1 AND p.name > COALESCE($4::text, '')
 		ORDER BY p.name LIMIT $7)
 		UNION ALL
 		(SELECT p.id, p.name, p.last_seq, p.last_message_at, 2 FROM queen.partitions p
-		WHERE $6::text IS NOT NULL AND p.queue_id = $1 AND ($5::text IS NULL OR p.name > $5) AND p.name <= $6
+		WHERE $6::text IS NOT NULL AND p.queue_id = $1 AND p.name > COALESCE($5::text, '') AND p.name <= $6
 		ORDER BY p.name LIMIT $7)) r
 	ORDER BY lap, name LIMIT $7),
 cand AS MATERIALIZED (
@@ -194,7 +185,7 @@ var errQueueMoved = errors.New("the queue of the ring position is gone")
 // partition's messages) or lose to a pop that committed its lease after this search read the
 // partition, and the search then goes on after it.
 func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error {
-	p.setup = ringPlan
+	p.setup = keyedPlans
 	err := p.searchRing(ctx, r, r.Resume, res)
 	if errors.Is(err, errQueueMoved) {
 		err = p.searchRing(ctx, r, RingPosition{}, res)
@@ -284,7 +275,6 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 // delayed message) leaves budget for the caller's next round. claimSome returns n.
 func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, budget int, res *PopResult) (int, error) {
 	b := &pgx.Batch{}
-	b.Queue(genericPlans)
 	n := 0
 	for left := budget; n < len(cands) && left > 0; {
 		c := cands[n]
@@ -300,12 +290,7 @@ func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidat
 		b.Queue(sql, args...)
 		left -= limit
 	}
-	b.Queue(customPlans)
 	br := p.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return 0, fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
-	}
 	for _, c := range cands[:n] {
 		rows, err := br.Query()
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -224,32 +225,44 @@ func TestPopResumesOnAQueueCreatedAgain(t *testing.T) {
 
 // A step of the search reads one chunk of the queue's partitions in name order, not the
 // queue: PostgreSQL must walk the (queue_id, name) index from the position and look up the
-// group's cursor of the partitions read, whatever it knows of the table, with statistics and
-// without (a queue that has just grown). Counted on 2000 partitions, every one with data,
-// with the settings of the broker's connections.
+// group's cursor of the partitions read, whatever it knows of the table. The step runs on a
+// generic plan, made here while the queue has one partition and kept, then counted on 2000
+// partitions, every one with data, without statistics (a queue that has just grown) and with.
 func TestPopSearchReadsAChunk(t *testing.T) {
 	const partitions, chunk = 2000, 32
 	e := newStoreEnv(t)
-	e.fillPartitions("q", partitions, 1)
-	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1})
+	e.push(items("q", "p0000", "fill", "first")...)
+	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, AutoAck: true})
 	queueID := res.Resume.Queue
-	// Every partition read before by queue mode and two groups: the cursors outnumber the
-	// partitions, as they do in a broker that has run a while.
-	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
-		SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g
-		ON CONFLICT DO NOTHING`)
 	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	conn, err := s.Pool().Acquire(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	settings, sql, args := persistence.RingStep(queueID, persistence.QueueName{Name: "q"}, persistence.QueueMode, "p1000", chunk, 1)
+	if _, err := conn.Exec(e.ctx, "PREPARE step AS "+sql); err != nil {
+		t.Fatal(err)
+	}
+	execute := "EXECUTE step(" + sqlLiterals(args) + ")"
+	explainReads(t, e, conn, execute, nil, settings) // makes the plan
+
+	e.fillPartitions("q", partitions, 1)
+	// Every partition read before by queue mode and two groups: the cursors outnumber the
+	// partitions, as they do in a broker that has run a while.
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+		SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g
+		ON CONFLICT DO NOTHING`)
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
 			e.exec(`ANALYZE queen.partitions`)
 			e.exec(`ANALYZE queen.partition_consumers`)
 		}
-		settings, sql, args := persistence.RingStep(queueID, persistence.QueueName{Name: "q"}, persistence.QueueMode, "p1000", chunk, 1)
-		read := explainReads(t, e, s.Pool(), sql, args, settings)
+		read := explainReads(t, e, conn, execute, nil, settings)
 		if read["partitions"] > 2*chunk || read["partition_consumers"] > chunk {
 			t.Errorf("analyzed %v: a step read %d partitions and %d cursors; want at most %d and %d",
 				analyzed, read["partitions"], read["partition_consumers"], 2*chunk, chunk)
@@ -257,8 +270,31 @@ func TestPopSearchReadsAChunk(t *testing.T) {
 	}
 }
 
+// sqlLiterals writes args as the literals of an EXECUTE's argument list.
+func sqlLiterals(args []any) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *string:
+			if v == nil {
+				out[i] = "NULL"
+			} else {
+				out[i] = "'" + strings.ReplaceAll(*v, "'", "''") + "'"
+			}
+		case string:
+			out[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case uuid.UUID:
+			out[i] = "'" + v.String() + "'"
+		default:
+			out[i] = fmt.Sprint(v)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // explainReads runs settings, then sql under EXPLAIN ANALYZE, in a transaction of db it rolls
-// back, and returns the rows each table's scans returned, over all their loops.
+// back, and returns the rows each table's scans read, over all their loops: the rows they
+// returned and those their filters removed.
 func explainReads(t *testing.T, e *storeEnv, db interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, sql string, args []any, settings ...string) map[string]int {
@@ -283,7 +319,7 @@ func explainReads(t *testing.T, e *storeEnv, db interface {
 	var walk func(n planNode)
 	walk = func(n planNode) {
 		if n.Relation != "" && n.Node != "ModifyTable" { // scans only: not the rows written
-			read[n.Relation] += int(n.Rows * n.Loops)
+			read[n.Relation] += int((n.Rows + n.Filtered) * n.Loops)
 		}
 		for _, c := range n.Plans {
 			walk(c)
@@ -297,6 +333,7 @@ type planNode struct {
 	Node     string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
 	Rows     float64    `json:"Actual Rows"`
+	Filtered float64    `json:"Rows Removed by Filter"`
 	Loops    float64    `json:"Actual Loops"`
 	Plans    []planNode `json:"Plans"`
 }

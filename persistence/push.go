@@ -184,6 +184,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 	if o.explicit {
 		b.Queue("BEGIN")
 	}
+	b.Queue(keyedPlans)
 	// Namespace and task derive from the queue name (ns.task...) as in the reference, without
 	// the tenant of an internal name.
 	if !o.existing {
@@ -209,6 +210,10 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 			br.Close()
 			return nil, fmt.Errorf("cannot begin a push: %w", err)
 		}
+	}
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot begin a push: %w", err)
 	}
 	if !o.existing {
 		if _, err := br.Exec(); err != nil {

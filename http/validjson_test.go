@@ -20,3 +20,20 @@ func FuzzValidJSONMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// Strings are read eight bytes at a time: a quote, a backslash or a control byte at any place
+// of a word, or a string that ends inside one, reads as json.Valid reads it.
+func TestValidJSONStringAtEveryOffset(t *testing.T) {
+	for _, special := range []string{`"`, `\`, `\"`, `\n`, `\u00e9`, "\x00", "\x1f", "\x7f", "\xc3\xa9", " "} {
+		for at := range 20 {
+			for tail := range 10 {
+				s := `"` + strings.Repeat("a", at) + special + strings.Repeat("b", tail) + `"`
+				for _, body := range []string{s, "[" + s + "]", s[:len(s)-1]} {
+					if got, want := validJSON([]byte(body)), json.Valid([]byte(body)); got != want {
+						t.Fatalf("%q: validJSON %v, json.Valid %v", body, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -71,6 +71,8 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 		payloads = make([][]byte, 0, b.n)      // bytes as text: no copy into a string
 		enc      = make([]bool, 0, b.n)
 		subs     = make([]pgtype.Text, 0, b.n)
+
+		anyTrace, anyEnc, anySub bool
 	)
 	for _, pid := range b.order {
 		r := b.parts[pid]
@@ -88,12 +90,28 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 				payloads = append(payloads, m.payload)
 				enc = append(enc, m.encrypted)
 				subs = append(subs, pgtype.Text{String: m.sub, Valid: m.sub != ""})
+				anyTrace, anyEnc, anySub = anyTrace || m.trace.Valid, anyEnc || m.encrypted, anySub || m.sub != ""
 			}
 		}
 	}
+	// Most pushes carry no traceId, no producer sub and nothing sealed: those columns then go
+	// as NULL and PostgreSQL fills each segment's array, instead of the broker encoding and
+	// PostgreSQL decoding a value per message.
+	if !anyTrace {
+		traces = nil
+	}
+	if !anyEnc {
+		enc = nil
+	}
+	if !anySub {
+		subs = nil
+	}
 	batch.Queue(`WITH s AS (INSERT INTO queen.segments (partition_id, last_seq, first_seq, ids, transaction_ids, trace_ids, payloads, encrypted, producer_subs)
-			SELECT v.p, v.last, v.first, ($6::uuid[])[v.a:v.b], ($7::text[])[v.a:v.b], ($8::uuid[])[v.a:v.b],
-			       ($9::text[])[v.a:v.b], ($10::bool[])[v.a:v.b], ($11::text[])[v.a:v.b]
+			SELECT v.p, v.last, v.first, ($6::uuid[])[v.a:v.b], ($7::text[])[v.a:v.b],
+			       COALESCE(($8::uuid[])[v.a:v.b], array_fill(NULL::uuid, ARRAY[v.b - v.a + 1])),
+			       ($9::text[])[v.a:v.b],
+			       COALESCE(($10::bool[])[v.a:v.b], array_fill(false, ARRAY[v.b - v.a + 1])),
+			       COALESCE(($11::text[])[v.a:v.b], array_fill(NULL::text, ARRAY[v.b - v.a + 1]))
 			FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::int4[], $5::int4[]) AS v(p, first, last, a, b)
 			RETURNING partition_id, first_seq, transaction_ids)
 		INSERT INTO queen.message_transactions (partition_id, transaction_id, seq)

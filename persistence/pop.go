@@ -2,13 +2,14 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // PopRequest asks for up to Batch messages of one queue for one consumer group.
@@ -72,32 +73,48 @@ type PopResult struct {
 // Pop claims partitions for the group and reads their next messages, in one transaction of
 // three round trips in the common case: BEGIN with the candidate lookup, the claim-and-read
 // statements of the partitions the batch needs (pipelined), and the bookkeeping updates with
-// COMMIT.
+// COMMIT. A claim reads a window of sequence numbers; when the windows held only deleted
+// messages, the cursors have moved past them and the pop runs again, a few times at most.
 func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	var res PopResult
 	queue := r.Queue.Stored()
-	err := s.pipelinedTx(ctx, "pop", func(conn *pgx.Conn) error {
-		res = PopResult{}
-		p := &popTx{conn: conn, queue: queue}
-		var err error
-		if r.Partition != "" {
-			err = p.popPartition(ctx, r, &res)
-		} else {
-			err = p.popAny(ctx, r, &res)
-		}
+	for attempt := 0; ; attempt++ {
+		skipped := false
+		err := s.pipelinedTx(ctx, "pop", func(conn *pgx.Conn) error {
+			res = PopResult{}
+			p := &popTx{conn: conn, queue: queue}
+			var err error
+			if r.Partition != "" {
+				err = p.popPartition(ctx, r, &res)
+			} else {
+				err = p.popAny(ctx, r, &res)
+			}
+			if err != nil {
+				return err
+			}
+			if err := conn.SendBatch(ctx, p.bookkeeping(r.Group)).Close(); err != nil {
+				return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
+			}
+			skipped = len(p.skipped.ids) > 0
+			return nil
+		})
 		if err != nil {
-			return err
+			return res, err
 		}
-		if err := conn.SendBatch(ctx, p.bookkeeping(r.Group)).Close(); err != nil {
-			return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
+		if len(res.Messages) > 0 || !skipped || attempt >= maxSkippingPops {
+			break
 		}
-		return nil
-	})
-	if err == nil && !r.AutoAck {
+		r.Resume = res.Resume
+	}
+	if !r.AutoAck {
 		s.leased.remember(r.LeaseID, res.Messages)
 	}
-	return res, err
+	return res, nil
 }
+
+// maxSkippingPops bounds the runs of one Pop over windows of deleted messages: past it, the pop
+// answers empty and the next one goes on from where the cursors are.
+const maxSkippingPops = 8
 
 // popTx is one pop's transaction. The bookkeeping of its claims only touches rows the
 // transaction has locked, so it waits for the commit's round trip: one statement per kind for
@@ -115,6 +132,7 @@ type popTx struct {
 	released []uuid.UUID // claims that found nothing to deliver: the lease is given back
 	leased   claimEnds   // claims that delivered under the lease
 	consumed claimEnds   // autoAck claims: the cursor moves past what they delivered
+	skipped  claimEnds   // claims that found only deleted messages: the cursor moves past them
 }
 
 // claimEnds are claimed partitions, each with the last sequence number it delivered and how
@@ -138,6 +156,7 @@ func (p *popTx) bookkeeping(group string) *pgx.Batch {
 			WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2`, p.released, group)
 	}
 	p.leased.update(b, group, `lease_end_seq = v.seq, batch_size = v.n`)
+	p.skipped.update(b, group, `cursor_seq = GREATEST(pc.cursor_seq, v.seq), lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0`)
 	p.consumed.update(b, group, `cursor_seq = v.seq, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0,
 		batch_size = 0, batch_retry_count = 0, total_messages_consumed = pc.total_messages_consumed + v.n,
 		total_batches_consumed = pc.total_batches_consumed + 1, last_consumed_at = now()`)
@@ -342,80 +361,107 @@ func (p *popTx) claimStatement(ctx context.Context, r PopRequest, c popCandidate
 }
 
 // claimReadSQL is the statement of a claim (claimWait, claimIdle, claimNew) that reads the
-// partition's next $6 messages after the group's cursor, each with whether it is older than
-// the queue's delayed processing ($7 seconds). The segments come from the index in sequence
-// order, at most $6 of them (each holds a message), and each one's messages in array order, so
-// the rows come in sequence order without a sort and the outer LIMIT stops the read after the
-// segments it needs, however long the backlog and whatever plan the statement got: a sort by
-// seq would read every segment of the backlog under a plan made on empty tables. readClaim
-// checks the order.
+// partition's next messages, a window of $6 sequence numbers from the first segment after the
+// group's cursor (segments deleted with all their messages leave gaps): one row per segment, its
+// arrays cut to the window (the first column is the seq of the first message sent), with
+// whether the segment is older than the queue's delayed processing ($7 seconds). PostgreSQL
+// sends a segment's arrays as stored instead of a row per message, and readClaim walks them.
+// The segments come from the (partition_id, last_seq) index in sequence order, between the
+// window's start and the last seq a segment holding its last message can end at (a segment
+// holds at most segmentSize messages), at most $6 of them: the read stops after the segments it
+// needs however long the backlog and whatever plan the statement got. readClaim checks the order.
 func claimReadSQL(claim string) string {
 	return `
 		WITH claim AS (` + claim + `)
-		SELECT m.seq, COALESCE(m.id, '00000000-0000-0000-0000-000000000000'), COALESCE(m.transaction_id, ''),
-		       m.trace_id, m.payload, COALESCE(m.created_at, 'epoch'), m.producer_sub, COALESCE(m.is_encrypted, false),
-		       m.created_at <= now() - make_interval(secs => $7)
-		FROM claim LEFT JOIN LATERAL (
-			SELECT s.first_seq + u.o - 1 AS seq, u.id, u.transaction_id, u.trace_id, u.payload, s.created_at,
-			       u.producer_sub, u.is_encrypted
-			FROM (SELECT * FROM queen.segments WHERE partition_id = $1 AND last_seq > claim.cursor_seq
-			      ORDER BY last_seq LIMIT $6) s
-			CROSS JOIN LATERAL unnest(s.ids, s.transaction_ids, s.trace_ids, s.payloads, s.encrypted, s.producer_subs)
-				WITH ORDINALITY AS u(id, transaction_id, trace_id, payload, is_encrypted, producer_sub, o)
-			WHERE s.first_seq + u.o - 1 > claim.cursor_seq AND u.id IS NOT NULL
-			LIMIT $6) m ON true`
+		SELECT s.first_seq + s.lo - 1, COALESCE(s.created_at, 'epoch'), s.created_at <= now() - make_interval(secs => $7),
+		       s.ids[s.lo:s.hi], s.transaction_ids[s.lo:s.hi], s.trace_ids[s.lo:s.hi], s.payloads[s.lo:s.hi],
+		       s.encrypted[s.lo:s.hi], s.producer_subs[s.lo:s.hi]
+		FROM claim
+		LEFT JOIN LATERAL (
+			SELECT GREATEST(claim.cursor_seq, f.first_seq - 1) AS base FROM queen.segments f
+			WHERE f.partition_id = $1 AND f.last_seq > claim.cursor_seq
+			ORDER BY f.last_seq LIMIT 1) w ON true
+		LEFT JOIN LATERAL (
+			SELECT s.*, GREATEST(1, w.base - s.first_seq + 2) AS lo, LEAST(s.last_seq, w.base + $6) - s.first_seq + 1 AS hi
+			FROM queen.segments s
+			WHERE s.partition_id = $1 AND s.last_seq > w.base
+			  AND s.last_seq < w.base + $6 + ` + strconv.Itoa(segmentSize) + ` AND s.first_seq <= w.base + $6
+			ORDER BY s.last_seq LIMIT $6) s ON true`
 }
 
 // readClaim reads the answer of c's claimStatement into res, closing rows, and queues the
 // bookkeeping of the claim. A claim that finds nothing visible releases the lease again; for a
-// wildcard pop (skipBusy) such a partition is not reported as claimed.
+// wildcard pop (skipBusy) such a partition is not reported as claimed. A claim whose window held
+// only deleted messages moves the group's cursor past them, so the next claim reads on.
 func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy bool, res *PopResult) (bool, error) {
 	part := Partition{ID: c.id, Name: c.name}
 	start := len(res.Messages)
 	claimed, cut := false, false
-	// Nullable columns scan into pgtype values: scanning into uuid.NullUUID or a *string would
-	// cost an allocation per message. The payload scans as bytes: it is the JSON the boundary
-	// validated on its way in, and scanned as a json.RawMessage pgx would run encoding/json's
-	// validation over every payload (a tenth of the broker's CPU in pop+ack). It and the
-	// transactionId are the row's own bytes until the next row, copied into the arenas.
-	var (
-		seq          pgtype.Int8
-		trace        pgtype.UUID
-		sub          pgtype.Text
-		visible      pgtype.Bool
-		txID, body   pgtype.DriverBytes // the row's bytes, copied into p's arenas
-		m            Message
-		wantCapacity = r.Batch
-	)
+	deletedTo := int64(0) // the last deleted message of the window, 0 when none
+	// The row is read as PostgreSQL sent it, in binary (rows.RawValues: the row's own bytes
+	// until the next row): payloads and transactionIds are copied into the arenas, the rest
+	// decoded in place. The payload is the JSON the boundary validated on its way in and is not
+	// parsed again.
+	wantCapacity := r.Batch
 	if c.waiting > 0 && c.waiting < int64(wantCapacity) {
 		wantCapacity = int(c.waiting)
 	}
 	for rows.Next() {
-		claimed = true
-		if err := rows.Scan(&seq, &m.ID, &txID, &trace, &body, &m.CreatedAt, &sub, &m.Encrypted, &visible); err != nil {
-			rows.Close()
-			return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
+		if !claimed {
+			if err := binaryColumns(rows.FieldDescriptions()); err != nil {
+				rows.Close()
+				return false, fmt.Errorf("cannot read partition %s: %w", c.id, err)
+			}
 		}
-		// No message: the claim succeeded on a caught-up partition. delayedProcessing: stop
-		// at the first message still too young, keeping FIFO.
-		if !seq.Valid || cut || !visible.Bool {
+		claimed = true
+		v := rows.RawValues()
+		// No segment: the claim succeeded on a caught-up partition. delayedProcessing: stop
+		// at the first segment still too young, keeping FIFO.
+		if v[0] == nil || cut || len(v[2]) != 1 || v[2][0] == 0 {
 			cut = true
 			continue
 		}
-		if n := len(res.Messages); n > start && res.Messages[n-1].Seq >= seq.Int64 {
+		if len(v[0]) != 8 || len(v[1]) != 8 {
 			rows.Close()
-			return false, fmt.Errorf("cannot read partition %s: message %d came after %d", c.id, seq.Int64, res.Messages[n-1].Seq)
+			return false, fmt.Errorf("cannot read partition %s: %w", c.id, errBadArray)
 		}
-		if res.Messages == nil {
-			res.Messages = make([]Message, 0, wantCapacity)
+		first := int64(binary.BigEndian.Uint64(v[0]))
+		createdAt := pgEpoch.Add(time.Duration(int64(binary.BigEndian.Uint64(v[1]))) * time.Microsecond)
+		cols := v[3:9]
+		var a [6]binaryArray // ids, transactionIds, traceIds, payloads, encrypted flags, producer subs
+		for k := range a {
+			a[k] = newBinaryArray(cols[k])
 		}
-		m.Seq = seq.Int64
-		m.TransactionID = p.txIDs.string(txID)
-		m.Payload = p.payloads.bytes(body)
-		m.TraceID = uuid.NullUUID{UUID: trace.Bytes, Valid: trace.Valid}
-		m.ProducerSub = sub.String
-		m.Partition = part
-		res.Messages = append(res.Messages, m)
+		for seq := first; a[0].left > 0; seq++ {
+			id, txID, trace, payload, enc, sub := a[0].next(), a[1].next(), a[2].next(), a[3].next(), a[4].next(), a[5].next()
+			for _, x := range a {
+				if x.err != nil {
+					rows.Close()
+					return false, fmt.Errorf("cannot read partition %s: the segment at %d: %w", c.id, first, x.err)
+				}
+			}
+			if n := len(res.Messages); n > start && res.Messages[n-1].Seq >= seq {
+				rows.Close()
+				return false, fmt.Errorf("cannot read partition %s: message %d came after %d", c.id, seq, res.Messages[n-1].Seq)
+			}
+			if id == nil {
+				deletedTo = seq
+				continue
+			}
+			if len(id) != 16 || (trace != nil && len(trace) != 16) || len(enc) != 1 {
+				rows.Close()
+				return false, fmt.Errorf("cannot read partition %s: message %d: %w", c.id, seq, errBadArray)
+			}
+			if res.Messages == nil {
+				res.Messages = make([]Message, 0, wantCapacity)
+			}
+			m := Message{Seq: seq, ID: uuid.UUID(id), TransactionID: p.txIDs.string(txID), Payload: p.payloads.bytes(payload),
+				CreatedAt: createdAt, ProducerSub: string(sub), Encrypted: enc[0] != 0, Partition: part}
+			if trace != nil {
+				m.TraceID = uuid.NullUUID{UUID: uuid.UUID(trace), Valid: true}
+			}
+			res.Messages = append(res.Messages, m)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -427,6 +473,11 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 	got := res.Messages[start:]
 
 	switch {
+	case len(got) == 0 && deletedTo > 0:
+		p.skipped.add(c.id, deletedTo, 0)
+		if skipBusy {
+			return false, nil
+		}
 	case len(got) == 0:
 		p.released = append(p.released, c.id)
 		if skipBusy {

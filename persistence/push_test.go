@@ -353,3 +353,42 @@ func TestDeleteMessageInASegment(t *testing.T) {
 		t.Errorf("the new b: seq %d payload %s, want seq 5 and the new payload", got.Seq, got.Payload)
 	}
 }
+
+// A claim reads a window of sequence numbers: deleted messages at its head, a segment deleted
+// whole and a window of nothing but deleted messages are stepped over within one pop, in order,
+// for a pop of one partition and for a wildcard pop, leased or not.
+func TestPopStepsOverDeletedMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		partition string
+		autoAck   bool
+	}{{"named partition, autoAck", "p", true}, {"wildcard, leased", "", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newStoreEnv(t)
+			pid := e.push(items("q", "p", "1", "a")...)[0].PartitionID // a segment of its own
+			e.push(items("q", "p", "1", "b", "c", "d", "e", "f")...)
+			for _, tx := range []string{"a", "b", "c", "e"} {
+				if found, err := e.s.DeleteMessage(e.ctx, pid, tx); !found || err != nil {
+					t.Fatalf("delete %s: %v %v", tx, found, err)
+				}
+			}
+			var got []string
+			for range 3 {
+				res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: tc.partition, Batch: 1, AutoAck: tc.autoAck})
+				got = append(got, txIDs(res.Messages)...)
+				for _, m := range res.Messages {
+					if tc.autoAck {
+						continue
+					}
+					if r := e.ack(persistence.AckItem{PartitionID: m.Partition.ID, TransactionID: m.TransactionID,
+						Group: persistence.QueueMode, LeaseID: lease, Status: persistence.AckCompleted}); !r[0].Success {
+						t.Fatalf("ack %s: %+v", m.TransactionID, r)
+					}
+				}
+			}
+			if want := []string{"d", "f"}; !slices.Equal(got, want) {
+				t.Errorf("three pops of one delivered %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -2,26 +2,25 @@ package persistence
 
 import "unsafe"
 
-// arenaBlock is the size of an arena's blocks: a pop of 1,000 messages of 256 B copies its
-// payloads into five of them instead of a thousand allocations of their own.
-const arenaBlock = 64 << 10
-
-// byteArena copies short byte strings read from the database into a few large blocks. What it
-// hands out is never written again, and keeps its whole block alive: an arena holds one kind of
-// data (payloads, or transactionIds, which the leased-message cache keeps), so that keeping one
-// does not keep the other.
+// byteArena copies short byte strings read from the database into a few blocks instead of an
+// allocation each. What it hands out is never written again and keeps its whole block alive, so
+// a block is sized to what one claim row holds (reserve) and an arena holds one kind of data:
+// the leased-message cache keeps transactionIds, and must not keep payloads or other pops'
+// transactionIds alive with them.
 type byteArena struct {
 	block []byte
 }
 
+// reserve makes room for n more bytes, starting a block of n when the current one has less.
+func (a *byteArena) reserve(n int) {
+	if cap(a.block)-len(a.block) < n {
+		a.block = make([]byte, 0, n)
+	}
+}
+
 // bytes returns a copy of b.
 func (a *byteArena) bytes(b []byte) []byte {
-	if len(b) > arenaBlock/8 {
-		return append([]byte(nil), b...)
-	}
-	if len(b) > cap(a.block)-len(a.block) {
-		a.block = make([]byte, 0, arenaBlock)
-	}
+	a.reserve(len(b))
 	n := len(a.block)
 	a.block = append(a.block, b...)
 	return a.block[n:len(a.block):len(a.block)]

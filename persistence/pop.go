@@ -125,8 +125,8 @@ type popTx struct {
 	begun bool
 	setup string // a statement that BEGIN brings along, when not ""
 
-	// What the claims read is copied into these: a few blocks instead of an allocation for
-	// each message's payload and transactionId.
+	// What the claims read is copied into these: a block per claimed segment instead of an
+	// allocation for each message's payload and transactionId.
 	payloads, txIDs byteArena
 
 	released []uuid.UUID // claims that found nothing to deliver: the lease is given back
@@ -432,6 +432,10 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 		for k := range a {
 			a[k] = newBinaryArray(cols[k])
 		}
+		// An array's bytes bound its elements' bytes: one block each for the row's
+		// transactionIds and payloads.
+		p.txIDs.reserve(len(cols[1]))
+		p.payloads.reserve(len(cols[3]))
 		for seq := first; a[0].left > 0; seq++ {
 			id, txID, trace, payload, enc, sub := a[0].next(), a[1].next(), a[2].next(), a[3].next(), a[4].next(), a[5].next()
 			for _, x := range a {

@@ -171,23 +171,22 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 			probePids, probeTxs = append(probePids, it.PartitionID), append(probeTxs, it.TransactionID)
 		}
 	}
+	// The row lock is planned for each execution: its (partition_id, consumer_group) pairs are
+	// join clauses, which a generic plan made on nearly empty tables may leave out of the index
+	// condition. What follows it reads by LATERAL probes or primary keys, on generic plans.
 	b := &pgx.Batch{}
-	b.Queue(keyedPlans)
 	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
 			COALESCE(pc.lease_expires_at > now(), false), pc.lease_end_seq, pc.batch_retry_count
 		FROM queen.partition_consumers pc
 		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
 		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, rowPids, rowGroups)
 	// The lock above may take the row of an item outside its scope; it is never written.
+	b.Queue(keyedPlans)
 	b.Queue(ackPartitionsSQL, partPids, partScopes)
 	if len(probed) > 0 {
 		b.Queue(ackedMessagesSQL, probePids, probeTxs)
 	}
 	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("cannot begin acknowledgements: %w", err)
-	}
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()
 	if err != nil {
@@ -205,6 +204,10 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		state[k] = st
 	}
 	rows.Close()
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot set up acknowledgements: %w", err)
+	}
 	type partInfo struct {
 		found      bool
 		name       string

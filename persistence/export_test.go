@@ -12,7 +12,11 @@ func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, wa
 
 // DuplicateProbeSQL and AckedMessagesSQL look up messages by transactionId (a push's
 // duplicates, an ack's messages), for the test of their plans.
-const DuplicateProbeSQL = duplicateProbeSQL
+const (
+	DuplicateProbeSQL = duplicateProbeSQL
+	LockPartitionsSQL = lockPartitionsSQL
+	KeyedPlans        = keyedPlans
+)
 
 var AckedMessagesSQL = ackedMessagesSQL
 

@@ -402,9 +402,11 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 	// until the next row): payloads and transactionIds are copied into the arenas, the rest
 	// decoded in place. The payload is the JSON the boundary validated on its way in and is not
 	// parsed again.
-	wantCapacity := r.Batch
-	if c.waiting > 0 && c.waiting < int64(wantCapacity) {
-		wantCapacity = int(c.waiting)
+	// Room for what the search saw waiting, or for a segment when it did not look (a pop of a
+	// named partition): a pop of one message with a batch of 10,000 must not allocate 10,000.
+	wantCapacity := min(r.Batch, segmentSize)
+	if c.waiting > 0 {
+		wantCapacity = int(min(c.waiting, int64(r.Batch)))
 	}
 	for rows.Next() {
 		if !claimed {

@@ -144,6 +144,19 @@ const duplicateProbeSQL = `SELECT p.id, v.tx, m.id
 	CROSS JOIN LATERAL (SELECT m.id FROM queen.message_transactions t CROSS JOIN LATERAL queen.message_at(t.partition_id, t.seq) m
 		WHERE t.partition_id = p.id AND t.transaction_id = v.tx LIMIT 1) m`
 
+// lockPartitionsSQL locks the partitions ($2 of queues $1) in id order and reads their heads.
+// Each is found by a LATERAL probe of the (queue_id, name) key, whose bounds are then constants
+// of the probe: as a join, a generic plan made while the tables were nearly empty kept only
+// queue_id as the index condition and compared the name of every partition of the queue, for
+// every item (0.9 s for a push of 1,000 new partitions into a queue of 3,000). The lock is
+// taken through the primary key.
+const lockPartitionsSQL = `SELECT p.id, q.name, p.name, p.last_seq, q.encryption_enabled
+	FROM unnest($1::text[], $2::text[]) AS v(q, p)
+	CROSS JOIN LATERAL (SELECT q.id, q.name, q.encryption_enabled FROM queen.queues q WHERE q.name = v.q LIMIT 1) q
+	CROSS JOIN LATERAL (SELECT k.id FROM queen.partitions k WHERE k.queue_id = q.id AND k.name = v.p LIMIT 1) k
+	JOIN queen.partitions p ON p.id = k.id
+	ORDER BY p.id FOR NO KEY UPDATE OF p`
+
 // pushInTx creates missing queues and partitions, locks the target partitions in id order (the
 // lock serialises pushes per partition so sequence order equals commit order, and id order keeps
 // two concurrent batches from deadlocking), finds transactionIds already stored (o.lookUp),
@@ -196,11 +209,7 @@ func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptio
 			ORDER BY q.id, v.p
 			ON CONFLICT (queue_id, name) DO NOTHING`, pq, pp)
 	}
-	b.Queue(`SELECT p.id, q.name, p.name, p.last_seq, q.encryption_enabled
-		FROM unnest($1::text[], $2::text[]) AS v(q, p)
-		JOIN queen.queues q ON q.name = v.q
-		JOIN queen.partitions p ON p.queue_id = q.id AND p.name = v.p
-		ORDER BY p.id FOR NO KEY UPDATE OF p`, pq, pp)
+	b.Queue(lockPartitionsSQL, pq, pp)
 	if o.lookUp {
 		b.Queue(duplicateProbeSQL, txQ, txP, txIDs)
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"queen/persistence"
+	"queen/pg"
 )
 
 // Push numbers each partition's messages in call order, and answers a transactionId already
@@ -390,5 +392,40 @@ func TestPopStepsOverDeletedMessages(t *testing.T) {
 				t.Errorf("three pops of one delivered %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// A push locks its partitions on a generic plan (keyedPlans), made once per connection, maybe
+// while the queue has one partition. Each partition must still be found through the whole
+// (queue_id, name) key once the queue has thousands: a plan that kept only queue_id in the
+// index condition read the queue's every partition for every item.
+func TestPushLockPlanMadeOnOnePartitionReadsByKey(t *testing.T) {
+	const partitions, n = 2000, 10
+	e := newStoreEnv(t)
+	e.push(items("q", "p0000", "1", "first")...)
+	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := s.Pool().Acquire(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(e.ctx, "PREPARE lock AS "+persistence.LockPartitionsSQL); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("'p%04d'", i*150)
+	}
+	execute := fmt.Sprintf("EXECUTE lock(array_fill('q'::text, ARRAY[%d]), ARRAY[%s])", n, strings.Join(names, ", "))
+	explainReads(t, e, conn, execute, nil, persistence.KeyedPlans) // makes the plan
+
+	e.fillPartitions("q", partitions, 1)
+	read := explainReads(t, e, conn, execute, nil, persistence.KeyedPlans)
+	if read["partitions"] > 2*n {
+		t.Errorf("locking %d partitions of %d read %d partition rows; want at most %d", n, partitions, read["partitions"], 2*n)
 	}
 }

@@ -331,6 +331,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 	}
 
 	b = &pgx.Batch{}
+	b.Queue(customPlans) // the updates join (partition, group) pairs: see keyedPlans
 	var upd, ins rowUpdates
 	for k, st := range state {
 		if !st.touched {
@@ -385,8 +386,8 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		b.Queue(`INSERT INTO queen.dead_letter_queue (partition_id, message_seq, consumer_group, error_message, retry_count)
 			SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::int4[])`, dPid, dSeq, dGroup, dReason, dRetries)
 	}
-	if b.Len() == 0 {
-		return out, nil
+	if b.Len() == 1 {
+		return out, nil // nothing to write: the transaction ends without the setting
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("cannot store acknowledgements: %w", err)

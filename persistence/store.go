@@ -96,10 +96,15 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
 // so that a generic plan made while the tables were empty is still the index walk at millions
 // of rows (see Open). Statements under it find rows by parameters, primary keys or LATERAL
 // probes: a join clause over a multi-column key may be left out of the index condition by such
-// a plan (TestPushLockPlanMadeOnOnePartitionReadsByKey), so the ack's row lock runs before it.
+// a plan (TestPushLockPlanMadeOnOnePartitionReadsByKey), so the ack's row lock runs before it
+// and the updates of (partition, group) rows that end an ack or a pop run after customPlans.
 const keyedPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+
+// customPlans returns the rest of a keyedPlans transaction to a plan per execution, with the
+// scans and joins keyedPlans turned off still off.
+const customPlans = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // Open connects to PostgreSQL (pg.NewPool). By default every execution is planned with the
 // table sizes of the moment: a cached generic plan is made once per connection, typically on a

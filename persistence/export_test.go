@@ -7,7 +7,7 @@ import "github.com/google/uuid"
 // test of its plan.
 func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, want int) (settings, sql string, args []any) {
 	w := newRingWalk(RingPosition{Queue: queueID, Partition: after, Claimed: true})
-	return keyedPlans, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
+	return ringPlans, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
 }
 
 // DuplicateProbeSQL and AckedMessagesSQL look up messages by transactionId (a push's
@@ -27,5 +27,5 @@ func WildcardClaim(idle bool) (settings []string, sql string) {
 	if idle {
 		claim = claimIdle
 	}
-	return []string{keyedPlans}, claimReadSQL(claim)
+	return []string{ringPlans, genericPlans}, claimReadSQL(claim)
 }

@@ -151,9 +151,6 @@ func (c *claimEnds) add(id uuid.UUID, end int64, n int) {
 // then COMMIT.
 func (p *popTx) bookkeeping(group string) *pgx.Batch {
 	b := &pgx.Batch{}
-	if p.setup == keyedPlans {
-		b.Queue(customPlans) // the updates join partitions to the group's rows: see keyedPlans
-	}
 	if len(p.released) > 0 {
 		b.Queue(`UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
 			WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2`, p.released, group)

@@ -36,14 +36,23 @@ const (
 	maxRingChunk   = 4096
 )
 
-// A wildcard pop's transaction runs with keyedPlans: its statements (the ring steps, the claims,
-// the bookkeeping) read by primary key or walk the (queue_id, name) index from the position,
-// and must do so whatever PostgreSQL knows of the tables. With statistics taken when the queue
-// was small, or none yet, it estimates a handful of partitions and reads and sorts all of them
-// instead (a bitmap scan), or reads the cursors of every queue and group for a hash join. Their
-// plans are generic, made once per connection: planning each ring step cost PostgreSQL more
-// than running it. So the step's bounds are written as index conditions a generic plan keeps
-// (a name after COALESCE(position, ''), not "position IS NULL OR name > position").
+// ringPlans are the settings of a wildcard pop's transaction: its statements (the ring steps,
+// the claims, the bookkeeping) read by primary key or walk the (queue_id, name) index from the
+// position, and must do so whatever PostgreSQL knows of the tables. With statistics taken when
+// the queue was small, or none yet, it estimates a handful of partitions and reads and sorts
+// all of them instead (a bitmap scan), or reads the cursors of every queue and group for a hash
+// join. The step's bounds are written as index conditions (a name after the position or the
+// empty string, not "position IS NULL OR name > position"), and the steps are planned per
+// execution: the step joins the chunk's partitions to the group's cursors, a join clause over the
+// (partition_id, consumer_group) key that a generic plan made on nearly empty tables may leave
+// out of the index condition (see keyedPlans). The claims run on generic plans (genericPlans
+// .. customPlans around them in their batch), where planning each execution cost a third of
+// running it; they read by parameters only.
+const (
+	ringPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+		set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+	genericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
+)
 
 // ringStepSQL reads the next chunk of the ring after the walk's position, in ring order (lap 1:
 // the names after the pop's starting point; lap 2: from the first name up to it), keeps the
@@ -185,7 +194,7 @@ var errQueueMoved = errors.New("the queue of the ring position is gone")
 // partition's messages) or lose to a pop that committed its lease after this search read the
 // partition, and the search then goes on after it.
 func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error {
-	p.setup = keyedPlans
+	p.setup = ringPlans
 	err := p.searchRing(ctx, r, r.Resume, res)
 	if errors.Is(err, errQueueMoved) {
 		err = p.searchRing(ctx, r, RingPosition{}, res)
@@ -275,6 +284,7 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 // delayed message) leaves budget for the caller's next round. claimSome returns n.
 func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, budget int, res *PopResult) (int, error) {
 	b := &pgx.Batch{}
+	b.Queue(genericPlans)
 	n := 0
 	for left := budget; n < len(cands) && left > 0; {
 		c := cands[n]
@@ -290,7 +300,12 @@ func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidat
 		b.Queue(sql, args...)
 		left -= limit
 	}
+	b.Queue(customPlans)
 	br := p.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return 0, fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
+	}
 	for _, c := range cands[:n] {
 		rows, err := br.Query()
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"queen/persistence"
-	"queen/pg"
 )
 
 // fillPartitions pushes perPartition messages to each of n partitions of queue, message k of
@@ -225,29 +224,17 @@ func TestPopResumesOnAQueueCreatedAgain(t *testing.T) {
 
 // A step of the search reads one chunk of the queue's partitions in name order, not the
 // queue: PostgreSQL must walk the (queue_id, name) index from the position and look up the
-// group's cursor of the partitions read, whatever it knows of the table. The step runs on a
-// generic plan, made here while the queue has one partition and kept, then counted on 2000
-// partitions, every one with data, without statistics (a queue that has just grown) and with.
+// group's cursor of the partitions read, whatever it knows of the table. The step is prepared
+// here while the queue has one partition, then counted on 2000 partitions, every one with
+// data, without statistics (a queue that has just grown) and with.
 func TestPopSearchReadsAChunk(t *testing.T) {
 	const partitions, chunk = 2000, 32
 	e := newStoreEnv(t)
 	e.push(items("q", "p0000", "fill", "first")...)
 	res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, AutoAck: true})
 	queueID := res.Resume.Queue
-	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := s.Pool().Acquire(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
 	settings, sql, args := persistence.RingStep(queueID, persistence.QueueName{Name: "q"}, persistence.QueueMode, "p1000", chunk, 1)
-	if _, err := conn.Exec(e.ctx, "PREPARE step AS "+sql); err != nil {
-		t.Fatal(err)
-	}
+	conn := e.prepareOnBrokerConn("step", sql)
 	execute := "EXECUTE step(" + sqlLiterals(args) + ")"
 	explainReads(t, e, conn, execute, nil, settings) // makes the plan
 
@@ -403,20 +390,8 @@ func TestClaimPlansMadeOnEmptyTablesReadByIndex(t *testing.T) {
 			if idle {
 				e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group) VALUES ($1, $2)`, pid, persistence.QueueMode)
 			}
-			s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			conn, err := s.Pool().Acquire(e.ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
 			settings, sql := persistence.WildcardClaim(idle)
-			if _, err := conn.Exec(e.ctx, "PREPARE claim AS "+sql); err != nil {
-				t.Fatal(err)
-			}
+			conn := e.prepareOnBrokerConn("claim", sql)
 			// $3 is the cursor of a new row, or the last_seq the search saw.
 			execute := func(cursor int64) string {
 				return fmt.Sprintf("EXECUTE claim('%s', '%s', %d, '%s', 60, %d, 0)", pid, persistence.QueueMode, cursor, uuid.New(), limit)

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"queen/persistence"
-	"queen/pg"
 )
 
 // Push numbers each partition's messages in call order, and answers a transactionId already
@@ -403,19 +402,7 @@ func TestPushLockPlanMadeOnOnePartitionReadsByKey(t *testing.T) {
 	const partitions, n = 2000, 10
 	e := newStoreEnv(t)
 	e.push(items("q", "p0000", "1", "first")...)
-	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := s.Pool().Acquire(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(e.ctx, "PREPARE lock AS "+persistence.LockPartitionsSQL); err != nil {
-		t.Fatal(err)
-	}
+	conn := e.prepareOnBrokerConn("lock", persistence.LockPartitionsSQL)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("'p%04d'", i*150)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/persistence"
+	"queen/pg"
 	"queen/pg/pgtest"
 )
 
@@ -316,4 +317,25 @@ func (e *storeEnv) checkDeadLetters(partition uuid.UUID, want []deadLetter) {
 	if got := e.deadLetters(partition); !slices.Equal(got, want) {
 		e.t.Errorf("dead letters %+v, want %+v", got, want)
 	}
+}
+
+// prepareOnBrokerConn prepares sql as name on a connection set up as the broker's are
+// (persistence.Open), held until the test ends: the plan tests make a plan now, while the tables
+// are nearly empty, and count what it reads once they have grown.
+func (e *storeEnv) prepareOnBrokerConn(name, sql string) *pgxpool.Conn {
+	e.t.Helper()
+	s, err := persistence.Open(e.ctx, e.pool.Config().ConnString(), pg.PoolOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Close)
+	conn, err := s.Pool().Acquire(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(conn.Release)
+	if _, err := conn.Exec(e.ctx, "PREPARE "+name+" AS "+sql); err != nil {
+		e.t.Fatal(err)
+	}
+	return conn
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +65,39 @@ type testProxy struct {
 	addr  string
 	ca    *testCA // nil for plaintext
 	log   *testkit.LogBuffer
+	conns *deathListener
+}
+
+// deathListener remembers the connections it accepted, so that a test can end them all at once,
+// as a process that dies does: a graceful shutdown leaves a request in flight to finish, and
+// the client would go on using that connection.
+type deathListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *deathListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// kill stops the proxy without grace: the listener closes and every connection it accepted is
+// cut.
+func (tp *testProxy) kill() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = tp.p.Shutdown(ctx) // context.Canceled: requests in flight are not waited for
+	tp.conns.mu.Lock()
+	defer tp.conns.mu.Unlock()
+	for _, c := range tp.conns.conns {
+		c.Close()
+	}
 }
 
 // startProxy starts a proxy with cfg changed by edit, TLS from ca when not nil.
@@ -80,8 +114,9 @@ func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.P
 	}
 	buf := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(buf, testLogSink()), nil))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
+	ln := &deathListener{Listener: raw}
 	p, err := Start(context.Background(), cfg, store, log, ln)
 	must(t, err)
 	t.Cleanup(func() {
@@ -91,7 +126,7 @@ func startProxy(t *testing.T, store *pxdb.Store, ca *testCA, edit func(*config.P
 			t.Errorf("proxy shutdown: %v", err)
 		}
 	})
-	tp := &testProxy{t: t, p: p, store: store, addr: ln.Addr().String(), ca: ca, log: buf}
+	tp := &testProxy{t: t, p: p, store: store, addr: ln.Addr().String(), ca: ca, log: buf, conns: ln}
 	// The change feed (LISTEN) is up before a test revokes anything.
 	testkit.WaitFor(t, 30*time.Second, "the proxy to listen for control-plane changes", p.ChangeFeedUp)
 	return tp

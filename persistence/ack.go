@@ -171,22 +171,19 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 			probePids, probeTxs = append(probePids, it.PartitionID), append(probeTxs, it.TransactionID)
 		}
 	}
-	// The row lock is planned for each execution: its (partition_id, consumer_group) pairs are
-	// join clauses, which a generic plan made on nearly empty tables may leave out of the index
-	// condition. What follows it reads by LATERAL probes or primary keys, on generic plans.
 	b := &pgx.Batch{}
-	b.Queue(`SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
-			COALESCE(pc.lease_expires_at > now(), false), pc.lease_end_seq, pc.batch_retry_count
-		FROM queen.partition_consumers pc
-		WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
-		ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`, rowPids, rowGroups)
-	// The lock above may take the row of an item outside its scope; it is never written.
 	b.Queue(keyedPlans)
+	// The lock may take the row of an item outside its scope; it is never written.
+	b.Queue(ackLockSQL, rowPids, rowGroups)
 	b.Queue(ackPartitionsSQL, partPids, partScopes)
 	if len(probed) > 0 {
 		b.Queue(ackedMessagesSQL, probePids, probeTxs)
 	}
 	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, fmt.Errorf("cannot set up acknowledgements: %w", err)
+	}
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()
 	if err != nil {
@@ -204,10 +201,6 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		state[k] = st
 	}
 	rows.Close()
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("cannot set up acknowledgements: %w", err)
-	}
 	type partInfo struct {
 		found      bool
 		name       string
@@ -331,7 +324,6 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 	}
 
 	b = &pgx.Batch{}
-	b.Queue(customPlans) // the updates join (partition, group) pairs: see keyedPlans
 	var upd, ins rowUpdates
 	for k, st := range state {
 		if !st.touched {
@@ -347,18 +339,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 	}
 	if len(upd.pid) > 0 {
 		// Rows locked above: their new state is exact.
-		b.Queue(`UPDATE queen.partition_consumers pc SET
-				cursor_seq = v.cursor,
-				total_messages_consumed = pc.total_messages_consumed + v.consumed,
-				total_batches_consumed = pc.total_batches_consumed + v.batches,
-				batch_retry_count = v.retries,
-				last_consumed_at = CASE WHEN v.consumed > 0 THEN now() ELSE pc.last_consumed_at END,
-				lease_id = CASE WHEN v.lease_active THEN pc.lease_id END,
-				lease_expires_at = CASE WHEN v.lease_active THEN pc.lease_expires_at END,
-				lease_end_seq = CASE WHEN v.lease_active THEN pc.lease_end_seq ELSE 0 END
-			FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::bool[], $7::int4[])
-				AS v(pid, g, cursor, consumed, batches, lease_active, retries)
-			WHERE pc.partition_id = v.pid AND pc.consumer_group = v.g`, upd.args()...)
+		b.Queue(ackUpdateSQL, upd.args()...)
 	}
 	if len(ins.pid) > 0 {
 		// An ack without a pop creates the row; GREATEST keeps a cursor that a concurrent
@@ -386,14 +367,36 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		b.Queue(`INSERT INTO queen.dead_letter_queue (partition_id, message_seq, consumer_group, error_message, retry_count)
 			SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::int4[])`, dPid, dSeq, dGroup, dReason, dRetries)
 	}
-	if b.Len() == 1 {
-		return out, nil // nothing to write: the transaction ends without the setting
+	if b.Len() == 0 {
+		return out, nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("cannot store acknowledgements: %w", err)
 	}
 	return out, nil
 }
+
+// ackLockSQL locks the consumer rows an ack batch writes, in key order so that two batches
+// cannot deadlock.
+const ackLockSQL = `SELECT pc.partition_id, pc.consumer_group, pc.cursor_seq, COALESCE(pc.lease_id::text, ''),
+		COALESCE(pc.lease_expires_at > now(), false), pc.lease_end_seq, pc.batch_retry_count
+	FROM queen.partition_consumers pc
+	WHERE (pc.partition_id, pc.consumer_group) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+	ORDER BY pc.partition_id, pc.consumer_group FOR UPDATE`
+
+// ackUpdateSQL writes the new state of consumer rows that ackLockSQL locked.
+const ackUpdateSQL = `UPDATE queen.partition_consumers pc SET
+		cursor_seq = v.cursor,
+		total_messages_consumed = pc.total_messages_consumed + v.consumed,
+		total_batches_consumed = pc.total_batches_consumed + v.batches,
+		batch_retry_count = v.retries,
+		last_consumed_at = CASE WHEN v.consumed > 0 THEN now() ELSE pc.last_consumed_at END,
+		lease_id = CASE WHEN v.lease_active THEN pc.lease_id END,
+		lease_expires_at = CASE WHEN v.lease_active THEN pc.lease_expires_at END,
+		lease_end_seq = CASE WHEN v.lease_active THEN pc.lease_end_seq ELSE 0 END
+	FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::bool[], $7::int4[])
+		AS v(pid, g, cursor, consumed, batches, lease_active, retries)
+	WHERE pc.partition_id = v.pid AND pc.consumer_group = v.g`
 
 // rowUpdates holds new partition_consumers states as columns for one unnest statement.
 type rowUpdates struct {

@@ -1,10 +1,13 @@
 package persistence_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"queen/persistence"
 	"queen/pg/pgtest"
@@ -91,4 +94,75 @@ func TestAckOfARememberedLeaseAnswersAsTheLookup(t *testing.T) {
 		t.Errorf("acks answered %+v, want %+v", got, want)
 	}
 	e.checkConsumer(pid, persistence.QueueMode, lease, consumerRow{Cursor: 3, Consumed: 3, Batches: 1})
+}
+
+// The statements that lock and write consumer rows by (partition, group) pairs read only those
+// rows on a generic plan made while the queue had one partition and one cursor: the plan is
+// kept by the connection after the tables have grown.
+func TestCursorStatementsPlannedOnOneRowReadByKey(t *testing.T) {
+	const partitions, n = 2000, 10
+	e := newStoreEnv(t)
+	e.push(items("q", "p0000", "1", "first")...)
+	e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, AutoAck: true})
+	const group = "__QUEUE_MODE__"
+	ids := func(names ...string) string {
+		var out []string
+		for _, name := range names {
+			var id uuid.UUID
+			if err := e.pool.QueryRow(e.ctx, `SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+				WHERE q.name = 'q' AND p.name = $1`, name).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, "'"+id.String()+"'")
+		}
+		return "ARRAY[" + strings.Join(out, ", ") + "]::uuid[]"
+	}
+	repeat := func(v string, k int) string { return fmt.Sprintf("array_fill(%s, ARRAY[%d])", v, k) }
+	statements := map[string]struct {
+		sql  string
+		args func(pids string, k int) string
+	}{
+		"lock": {persistence.AckLockSQL, func(pids string, k int) string {
+			return pids + ", " + repeat("'"+group+"'::text", k)
+		}},
+		"ack_update": {persistence.AckUpdateSQL, func(pids string, k int) string {
+			return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s", pids, repeat("'"+group+"'::text", k), repeat("1::int8", k),
+				repeat("0::int8", k), repeat("0::int8", k), repeat("false", k), repeat("0", k))
+		}},
+		"leased_update": {persistence.LeasedUpdateSQL, func(pids string, k int) string {
+			return fmt.Sprintf("%s, %s, %s, %s", pids, repeat("1::int8", k), repeat("1", k), repeat("'"+group+"'::text", k))
+		}},
+		"leased_update_one": {persistence.LeasedUpdateOneSQL, func(pids string, k int) string {
+			return fmt.Sprintf("(%s)[1], 1, 1, '%s'", pids, group)
+		}},
+		"release": {persistence.ReleaseLeasesSQL, func(pids string, k int) string {
+			return fmt.Sprintf("%s, '%s'", pids, group)
+		}},
+	}
+	conns := map[string]*pgxpool.Conn{}
+	for name, st := range statements {
+		conns[name] = e.prepareOnBrokerConn(name, st.sql)
+		explainReads(t, e, conns[name], "EXECUTE "+name+"("+st.args(ids("p0000"), 1)+")", nil, persistence.KeyedPlans) // makes the plan
+	}
+
+	names := e.fillPartitions("q", partitions, 1)
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+		SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g
+		ON CONFLICT DO NOTHING`)
+	var some []string
+	for i := range n {
+		some = append(some, names[i*partitions/n])
+	}
+	pids := ids(some...)
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			e.exec(`ANALYZE queen.partition_consumers`)
+		}
+		for name, st := range statements {
+			read := explainReads(t, e, conns[name], "EXECUTE "+name+"("+st.args(pids, n)+")", nil, persistence.KeyedPlans)
+			if read["partition_consumers"] > 2*n {
+				t.Errorf("analyzed %v: %s of %d cursors read %d of %d", analyzed, name, n, read["partition_consumers"], 3*partitions)
+			}
+		}
+	}
 }

@@ -7,7 +7,7 @@ import "github.com/google/uuid"
 // test of its plan.
 func RingStep(queueID uuid.UUID, queue QueueName, group, after string, chunk, want int) (settings, sql string, args []any) {
 	w := newRingWalk(RingPosition{Queue: queueID, Partition: after, Claimed: true})
-	return ringPlans, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
+	return keyedPlans, ringStepSQL, ringStepArgs(queueID, queue.Stored(), group, w, chunk, want)
 }
 
 // DuplicateProbeSQL and AckedMessagesSQL look up messages by transactionId (a push's
@@ -20,6 +20,16 @@ const (
 
 var AckedMessagesSQL = ackedMessagesSQL
 
+// The statements that write consumer rows by (partition, group) pairs: an ack's lock and
+// update, a pop's record of its leases over several partitions.
+var (
+	AckLockSQL         = ackLockSQL
+	AckUpdateSQL       = ackUpdateSQL
+	LeasedUpdateSQL    = claimEndsSQL(leasedEnds, true)
+	LeasedUpdateOneSQL = claimEndsSQL(leasedEnds, false)
+	ReleaseLeasesSQL   = releaseLeasesSQL
+)
+
 // WildcardClaim returns the settings a wildcard pop runs its claims under and the statement of
 // a claim of a partition the group has a row for (idle) or not, for the test of its plan.
 func WildcardClaim(idle bool) (settings []string, sql string) {
@@ -27,5 +37,5 @@ func WildcardClaim(idle bool) (settings []string, sql string) {
 	if idle {
 		claim = claimIdle
 	}
-	return []string{ringPlans, genericPlans}, claimReadSQL(claim)
+	return []string{keyedPlans}, claimReadSQL(claim)
 }

@@ -152,10 +152,9 @@ func (c *claimEnds) add(id uuid.UUID, end int64, n int) {
 func (p *popTx) bookkeeping(group string) *pgx.Batch {
 	b := &pgx.Batch{}
 	if len(p.released) > 0 {
-		b.Queue(`UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
-			WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2`, p.released, group)
+		b.Queue(releaseLeasesSQL, p.released, group)
 	}
-	p.leased.update(b, group, `lease_end_seq = v.seq, batch_size = v.n`)
+	p.leased.update(b, group, leasedEnds)
 	p.skipped.update(b, group, `cursor_seq = GREATEST(pc.cursor_seq, v.seq), lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0`)
 	p.consumed.update(b, group, `cursor_seq = v.seq, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0,
 		batch_size = 0, batch_retry_count = 0, total_messages_consumed = pc.total_messages_consumed + v.n,
@@ -163,6 +162,13 @@ func (p *popTx) bookkeeping(group string) *pgx.Batch {
 	b.Queue("COMMIT")
 	return b
 }
+
+// releaseLeasesSQL gives back the leases of claims that found nothing to deliver.
+const releaseLeasesSQL = `UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
+	WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2`
+
+// leasedEnds records where the lease of a claim ends and how many messages it holds.
+const leasedEnds = `lease_end_seq = v.seq, batch_size = v.n`
 
 // update queues the statement that applies set to the group's rows of the partitions, where set
 // reads each one's v.seq and v.n. A single partition, the common case at few partitions, is
@@ -172,12 +178,29 @@ func (c claimEnds) update(b *pgx.Batch, group, set string) {
 	if len(c.ids) == 0 {
 		return
 	}
-	from, args := `unnest($1::uuid[], $2::int8[], $3::int4[])`, []any{c.ids, c.ends, c.sizes, group}
 	if len(c.ids) == 1 {
-		from, args = `(SELECT $1::uuid, $2::int8, $3::int4)`, []any{c.ids[0], c.ends[0], c.sizes[0], group}
+		b.Queue(claimEndsSQL(set, false), c.ids[0], c.ends[0], c.sizes[0], group)
+		return
 	}
-	b.Queue(`UPDATE queen.partition_consumers pc SET `+set+` FROM `+from+` AS v(id, seq, n)
-		WHERE pc.partition_id = v.id AND pc.consumer_group = $4`, args...)
+	groups := make([]string, len(c.ids))
+	for i := range groups {
+		groups[i] = group
+	}
+	b.Queue(claimEndsSQL(set, true), c.ids, c.ends, c.sizes, groups)
+}
+
+// claimEndsSQL is the update of claimEnds.update, for several partitions (arrays) or one
+// (scalars). Several go with the group repeated as a column of their own: on a generic plan
+// made while the table was small, the group as a parameter beside the join made the plan read
+// every cursor of the group once and join them to the partitions by a filter
+// (TestCursorStatementsPlannedOnOneRowReadByKey).
+func claimEndsSQL(set string, several bool) string {
+	from := `(SELECT $1::uuid, $2::int8, $3::int4, $4::text)`
+	if several {
+		from = `unnest($1::uuid[], $2::int8[], $3::int4[], $4::text[])`
+	}
+	return `UPDATE queen.partition_consumers pc SET ` + set + ` FROM ` + from + ` AS v(id, seq, n, g)
+		WHERE pc.partition_id = v.id AND pc.consumer_group = v.g`
 }
 
 // query runs a statement of the transaction; the first one travels with BEGIN (and p.setup) in

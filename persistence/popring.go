@@ -36,24 +36,6 @@ const (
 	maxRingChunk   = 4096
 )
 
-// ringPlans are the settings of a wildcard pop's transaction: its statements (the ring steps,
-// the claims, the bookkeeping) read by primary key or walk the (queue_id, name) index from the
-// position, and must do so whatever PostgreSQL knows of the tables. With statistics taken when
-// the queue was small, or none yet, it estimates a handful of partitions and reads and sorts
-// all of them instead (a bitmap scan), or reads the cursors of every queue and group for a hash
-// join. The step's bounds are written as index conditions (a name after the position or the
-// empty string, not "position IS NULL OR name > position"), and the steps are planned per
-// execution: the step joins the chunk's partitions to the group's cursors, a join clause over the
-// (partition_id, consumer_group) key that a generic plan made on nearly empty tables may leave
-// out of the index condition (see keyedPlans). The claims run on generic plans (genericPlans
-// .. customPlans around them in their batch), where planning each execution cost a third of
-// running it; they read by parameters only.
-const (
-	ringPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-		set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
-	genericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
-)
-
 // ringStepSQL reads the next chunk of the ring after the walk's position, in ring order (lap 1:
 // the names after the pop's starting point; lap 2: from the first name up to it), keeps the
 // partitions with data after the group's cursor, unleased and out of their window buffer, and
@@ -64,7 +46,9 @@ const (
 // The candidates come first (id not NULL; n is last_seq, waiting the messages after the group's
 // cursor); then one row (id NULL) with the queue's settings, the last partition of the chunk
 // and, in n, how many partitions the chunk read. No such row means that no queue has this id
-// and name.
+// and name. It runs on a generic plan (keyedPlans): the partitions come from the
+// (queue_id, name) index after the position, and each one's cursor from a LATERAL probe of
+// its (partition, group) key.
 const ringStepSQL = `
 WITH q AS MATERIALIZED (
 	SELECT lease_time, delayed_processing, window_buffer FROM queen.queues WHERE id = $1 AND name = $2),
@@ -81,7 +65,8 @@ ring AS MATERIALIZED (
 cand AS MATERIALIZED (
 	SELECT r.id, r.name, r.lap, r.last_seq, pc.partition_id IS NOT NULL AS has_row, r.last_seq - COALESCE(pc.cursor_seq, 0) AS waiting
 	FROM ring r CROSS JOIN q
-	LEFT JOIN queen.partition_consumers pc ON pc.partition_id = r.id AND pc.consumer_group = $8
+	LEFT JOIN LATERAL (SELECT pc.partition_id, pc.cursor_seq, pc.lease_expires_at FROM queen.partition_consumers pc
+		WHERE pc.partition_id = r.id AND pc.consumer_group = $8 LIMIT 1) pc ON true
 	WHERE r.last_seq > COALESCE(pc.cursor_seq, 0)
 	  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 	  AND (q.window_buffer = 0 OR r.last_message_at <= now() - make_interval(secs => q.window_buffer))
@@ -194,7 +179,7 @@ var errQueueMoved = errors.New("the queue of the ring position is gone")
 // partition's messages) or lose to a pop that committed its lease after this search read the
 // partition, and the search then goes on after it.
 func (p *popTx) popAny(ctx context.Context, r PopRequest, res *PopResult) error {
-	p.setup = ringPlans
+	p.setup = keyedPlans
 	err := p.searchRing(ctx, r, r.Resume, res)
 	if errors.Is(err, errQueueMoved) {
 		err = p.searchRing(ctx, r, RingPosition{}, res)
@@ -284,7 +269,6 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 // delayed message) leaves budget for the caller's next round. claimSome returns n.
 func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, budget int, res *PopResult) (int, error) {
 	b := &pgx.Batch{}
-	b.Queue(genericPlans)
 	n := 0
 	for left := budget; n < len(cands) && left > 0; {
 		c := cands[n]
@@ -300,12 +284,7 @@ func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidat
 		b.Queue(sql, args...)
 		left -= limit
 	}
-	b.Queue(customPlans)
 	br := p.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return 0, fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
-	}
 	for _, c := range cands[:n] {
 		rows, err := br.Query()
 		if err != nil {

@@ -90,21 +90,19 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) error {
 }
 
 // keyedPlans is the planner's setting for the rest of a transaction whose statements read and
-// write rows by key (a push, an ack, and what a transaction or a stream cycle runs after them):
-// generic plans, made once per connection, instead of a plan per execution, which was a third
-// of PostgreSQL's time under bench cost; and no sequential or bitmap scan, hash or merge join,
-// so that a generic plan made while the tables were empty is still the index walk at millions
-// of rows (see Open). Statements under it find rows by parameters, primary keys or LATERAL
-// probes: a join clause over a multi-column key may be left out of the index condition by such
-// a plan (TestPushLockPlanMadeOnOnePartitionReadsByKey), so the ack's row lock runs before it
-// and the updates of (partition, group) rows that end an ack or a pop run after customPlans.
+// write rows by key (a push, an ack, a wildcard pop, and what a transaction or a stream cycle
+// runs after them): generic plans, made once per connection, instead of a plan per execution,
+// which was a third of PostgreSQL's time under bench cost; and no sequential or bitmap scan,
+// hash or merge join, so that a generic plan made while the tables were empty is still the
+// index walk at millions of rows (see Open). Statements under it find rows by parameters,
+// primary keys or LATERAL probes, and a join names every column of the key it probes from the
+// same relation: a key split between a join clause and a parameter, or between two relations,
+// was left partly out of the index condition by such plans, which then read a whole queue's
+// partitions or a whole group's cursors (TestPushLockPlanMadeOnOnePartitionReadsByKey,
+// TestCursorStatementsPlannedOnOneRowReadByKey, TestPopSearchReadsAChunk).
 const keyedPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
-
-// customPlans returns the rest of a keyedPlans transaction to a plan per execution, with the
-// scans and joins keyedPlans turned off still off.
-const customPlans = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // Open connects to PostgreSQL (pg.NewPool). By default every execution is planned with the
 // table sizes of the moment: a cached generic plan is made once per connection, typically on a

@@ -76,3 +76,63 @@ func (a *binaryArray) next() []byte {
 	a.b = a.b[n:]
 	return e
 }
+
+// encodedArray is a one-dimensional array already in PostgreSQL's binary format (see
+// binaryArray), which a connection taught by acceptEncodedArrays sends as it is. A push
+// writes its per-message arrays so: pgx planned and appended each element through
+// interfaces and reflection, 9 % of the broker's CPU under bench cost.
+type encodedArray []byte
+
+// appendArrayHeader starts an array of n elements of type elem (an OID), none of them NULL.
+func appendArrayHeader(b []byte, elem uint32, n int) []byte {
+	b = binary.BigEndian.AppendUint32(b, 1) // dimensions
+	b = binary.BigEndian.AppendUint32(b, 0) // flags: no NULL
+	b = binary.BigEndian.AppendUint32(b, elem)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return binary.BigEndian.AppendUint32(b, 1) // lower bound
+}
+
+// appendArrayElement appends one element: its length, then its bytes in binary format.
+func appendArrayElement[E ~string | ~[]byte](b []byte, e E) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e)))
+	return append(b, e...)
+}
+
+// arrayHeaderSize and arrayElementSize size a buffer for appendArrayHeader and
+// appendArrayElement.
+const (
+	arrayHeaderSize  = 20
+	arrayElementSize = 4 // and the element's bytes
+)
+
+// acceptEncodedArrays teaches a connection's type map to send an encodedArray given for a
+// text[] or uuid[] parameter as it is; every other value goes to pgx's own array codec. It is
+// idempotent and cheap, so a push calls it on whatever connection it runs.
+func acceptEncodedArrays(m *pgtype.Map) {
+	for _, oid := range []uint32{pgtype.TextArrayOID, pgtype.UUIDArrayOID} {
+		t, ok := m.TypeForOID(oid)
+		if !ok {
+			continue
+		}
+		if _, done := t.Codec.(encodedArrayCodec); done {
+			continue
+		}
+		m.RegisterType(&pgtype.Type{Name: t.Name, OID: oid, Codec: encodedArrayCodec{t.Codec}})
+	}
+}
+
+// encodedArrayCodec is an array type's codec that also takes an encodedArray.
+type encodedArrayCodec struct{ pgtype.Codec }
+
+func (c encodedArrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if _, ok := value.(encodedArray); ok && format == pgtype.BinaryFormatCode {
+		return encodedArrayPlan{}
+	}
+	return c.Codec.PlanEncode(m, oid, format, value)
+}
+
+type encodedArrayPlan struct{}
+
+func (encodedArrayPlan) Encode(value any, buf []byte) ([]byte, error) {
+	return append(buf, value.(encodedArray)...), nil
+}

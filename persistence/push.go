@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // PushItem is one message to store. The HTTP layer has validated every field, so nothing here
@@ -75,7 +76,7 @@ func (s *Store) push(ctx context.Context, items []PushItem, o pushOptions) ([]Pu
 	var out []PushResult
 	err := s.pipelinedTx(ctx, "push", func(conn *pgx.Conn) error {
 		var err error
-		out, err = pushInTx(ctx, conn, items, o, s.sealer)
+		out, err = pushInTx(ctx, conn, conn.TypeMap(), items, o, s.sealer)
 		return err
 	})
 	return out, err
@@ -166,7 +167,8 @@ const lockPartitionsSQL = `SELECT p.id, q.name, p.name, p.last_seq, q.encryption
 // write a consumer row of the partition, making each wait for the pushes in flight.
 //
 // Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
-func pushInTx(ctx context.Context, tx batchSender, items []PushItem, o pushOptions, sealer PayloadSealer) ([]PushResult, error) {
+func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []PushItem, o pushOptions, sealer PayloadSealer) ([]PushResult, error) {
+	acceptEncodedArrays(types)
 	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
 	parts := map[partitionKey]int{}  // items of each partition
 	for _, it := range items {

@@ -89,7 +89,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, scope Scope, partitionID u
 		it.TransactionID = replayTransactionID(transactionID, entry.String)
 		it.TraceID = uuid.NullUUID{UUID: trace.Bytes, Valid: trace.Valid}
 		it.ProducerSub = sub.String
-		res, err := pushInTx(ctx, tx, []PushItem{it}, pushOptions{lookUp: true}, s.sealer)
+		res, err := pushInTx(ctx, tx, tx.Conn().TypeMap(), []PushItem{it}, pushOptions{lookUp: true}, s.sealer)
 		if err != nil {
 			return fmt.Errorf("cannot push the copy of %s/%s: %w", partitionID, transactionID, err)
 		}

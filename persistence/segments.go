@@ -65,15 +65,27 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 		segLast  []int64
 		segFrom  []int32
 		segTo    []int32
-		ids      = make([][16]byte, 0, b.n)
-		txIDs    = make([]string, 0, b.n)
 		traces   = make([]pgtype.UUID, 0, b.n) // pgtype: encoded natively, not through a string
-		payloads = make([][]byte, 0, b.n)      // bytes as text: no copy into a string
 		enc      = make([]bool, 0, b.n)
 		subs     = make([]pgtype.Text, 0, b.n)
 
 		anyTrace, anyEnc, anySub bool
 	)
+	// The ids, transactionIds and payloads go as encoded arrays, one buffer sized once.
+	size := 3*arrayHeaderSize + b.n*(3*arrayElementSize+16)
+	for _, r := range b.parts {
+		for _, m := range r.msgs {
+			size += len(m.txID) + len(m.payload)
+		}
+	}
+	// The ids' array is written in place ahead of the transactionIds', which the same walk
+	// appends: its length is known, every element being 16 bytes.
+	buf := make([]byte, 0, size)
+	buf = appendArrayHeader(buf, pgtype.UUIDOID, b.n)
+	txAt := len(buf) + b.n*(arrayElementSize+16)
+	buf = buf[:txAt]
+	buf = appendArrayHeader(buf, pgtype.TextOID, b.n)
+	idAt, n := arrayHeaderSize, 0
 	for _, pid := range b.order {
 		r := b.parts[pid]
 		for start := 0; start < len(r.msgs); start += segmentSize {
@@ -81,19 +93,28 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			segPart = append(segPart, pid)
 			segFirst = append(segFirst, r.first+int64(start))
 			segLast = append(segLast, r.first+int64(end-1))
-			segFrom = append(segFrom, int32(len(ids)+1))
-			segTo = append(segTo, int32(len(ids)+end-start))
+			segFrom = append(segFrom, int32(n+1))
+			segTo = append(segTo, int32(n+end-start))
 			for _, m := range r.msgs[start:end] {
-				ids = append(ids, m.id)
-				txIDs = append(txIDs, m.txID)
+				appendArrayElement(buf[idAt:idAt], m.id[:])
+				idAt += arrayElementSize + 16
+				buf = appendArrayElement(buf, m.txID)
 				traces = append(traces, pgtype.UUID{Bytes: m.trace.UUID, Valid: m.trace.Valid})
-				payloads = append(payloads, m.payload)
 				enc = append(enc, m.encrypted)
 				subs = append(subs, pgtype.Text{String: m.sub, Valid: m.sub != ""})
 				anyTrace, anyEnc, anySub = anyTrace || m.trace.Valid, anyEnc || m.encrypted, anySub || m.sub != ""
+				n++
 			}
 		}
 	}
+	payloadAt := len(buf)
+	buf = appendArrayHeader(buf, pgtype.TextOID, b.n)
+	for _, pid := range b.order {
+		for _, m := range b.parts[pid].msgs {
+			buf = appendArrayElement(buf, m.payload)
+		}
+	}
+	ids, txIDs, payloads := encodedArray(buf[:txAt]), encodedArray(buf[txAt:payloadAt]), encodedArray(buf[payloadAt:])
 	// Most pushes carry no traceId, no producer sub and nothing sealed: those columns then go
 	// as NULL and PostgreSQL fills each segment's array, instead of the broker encoding and
 	// PostgreSQL decoding a value per message.

@@ -205,7 +205,7 @@ func (s *Store) Cycle(ctx context.Context, c StreamCycle) (res CycleResult, reas
 		}
 		res.StateOpsApplied = len(c.StateOps)
 		if len(c.Push) > 0 {
-			if res.Push, err = pushInTx(ctx, tx, c.Push, pushOptions{lookUp: true}, s.sealer); err != nil {
+			if res.Push, err = pushInTx(ctx, tx, tx.Conn().TypeMap(), c.Push, pushOptions{lookUp: true}, s.sealer); err != nil {
 				return err
 			}
 			for _, r := range res.Push {

@@ -44,7 +44,7 @@ func (s *Store) Transaction(ctx context.Context, ops []TxOp) (results []TxOpResu
 				}
 				continue
 			}
-			res, err := pushInTx(ctx, tx, op.Push, pushOptions{lookUp: true}, s.sealer)
+			res, err := pushInTx(ctx, tx, tx.Conn().TypeMap(), op.Push, pushOptions{lookUp: true}, s.sealer)
 			if err != nil {
 				return err
 			}

@@ -129,22 +129,24 @@ type popTx struct {
 	// allocation for each message's payload and transactionId.
 	payloads, txIDs byteArena
 
-	released []uuid.UUID // claims that found nothing to deliver: the lease is given back
-	leased   claimEnds   // claims that delivered under the lease
-	consumed claimEnds   // autoAck claims: the cursor moves past what they delivered
-	skipped  claimEnds   // claims that found only deleted messages: the cursor moves past them
+	// Partition ids go to PostgreSQL as [16]byte: pgx encodes a uuid.UUID through its
+	// driver.Valuer, as a string that fails the binary encoding before it is parsed again.
+	released [][16]byte // claims that found nothing to deliver: the lease is given back
+	leased   claimEnds  // claims that delivered under the lease
+	consumed claimEnds  // autoAck claims: the cursor moves past what they delivered
+	skipped  claimEnds  // claims that found only deleted messages: the cursor moves past them
 }
 
 // claimEnds are claimed partitions, each with the last sequence number it delivered and how
 // many messages.
 type claimEnds struct {
-	ids   []uuid.UUID
+	ids   [][16]byte // see popTx.released
 	ends  []int64
 	sizes []int32
 }
 
 func (c *claimEnds) add(id uuid.UUID, end int64, n int) {
-	c.ids, c.ends, c.sizes = append(c.ids, id), append(c.ends, end), append(c.sizes, int32(n))
+	c.ids, c.ends, c.sizes = append(c.ids, [16]byte(id)), append(c.ends, end), append(c.sizes, int32(n))
 }
 
 // bookkeeping is the batch that ends the pop: the updates of its claimed partitions for group,
@@ -380,7 +382,7 @@ func (p *popTx) claimStatement(ctx context.Context, r PopRequest, c popCandidate
 	case skipBusy:
 		claim = claimNew
 	}
-	return claimReadSQL(claim), []any{c.id, r.Group, seed, r.LeaseID, leaseTime, limit, c.delay}, nil
+	return claimReadSQL(claim), []any{[16]byte(c.id), r.Group, seed, r.LeaseID, leaseTime, limit, c.delay}, nil
 }
 
 // claimReadSQL is the statement of a claim (claimWait, claimIdle, claimNew) that reads the
@@ -508,7 +510,7 @@ func (p *popTx) readClaim(rows pgx.Rows, r PopRequest, c popCandidate, skipBusy 
 			return false, nil
 		}
 	case len(got) == 0:
-		p.released = append(p.released, c.id)
+		p.released = append(p.released, [16]byte(c.id))
 		if skipBusy {
 			return false, nil
 		}

@@ -114,7 +114,7 @@ func ringStepArgs(id uuid.UUID, queue, group string, w *ringWalk, chunk, want in
 	} else {
 		lap2From = w.from
 	}
-	return []any{id, queue, w.lap == 1, lap1From, lap2From, w.start, chunk, group, want}
+	return []any{[16]byte(id), queue, w.lap == 1, lap1From, lap2From, w.start, chunk, group, want}
 }
 
 // ringStep is what one step of the walk found.

@@ -270,8 +270,8 @@ func sqlLiterals(args []any) string {
 			}
 		case string:
 			out[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
-		case uuid.UUID:
-			out[i] = "'" + v.String() + "'"
+		case [16]byte:
+			out[i] = "'" + uuid.UUID(v).String() + "'"
 		default:
 			out[i] = fmt.Sprint(v)
 		}

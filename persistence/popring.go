@@ -48,7 +48,10 @@ const (
 // and, in n, how many partitions the chunk read. No such row means that no queue has this id
 // and name. It runs on a generic plan (keyedPlans): the partitions come from the
 // (queue_id, name) index after the position, and each one's cursor from a LATERAL probe of
-// its (partition, group) key.
+// its (partition, group) key. The bounds are written as index conditions (a name after the
+// position or the empty string, not "position IS NULL OR name > position"), so that a plan
+// made while the queue had a handful of partitions still walks the index from the position
+// instead of reading and sorting them all (TestPopSearchReadsAChunk).
 const ringStepSQL = `
 WITH q AS MATERIALIZED (
 	SELECT lease_time, delayed_processing, window_buffer FROM queen.queues WHERE id = $1 AND name = $2),

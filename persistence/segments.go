@@ -28,6 +28,9 @@ type segmentBuilder struct {
 	order []uuid.UUID // partitions in first-seen order
 	parts map[uuid.UUID]*partitionRun
 	n     int
+	// txBytes and payloadBytes add up the messages' transactionIds and payloads, to size the
+	// arrays queue encodes.
+	txBytes, payloadBytes int
 }
 
 // partitionRun is the messages a push stores in one partition, from sequence number first.
@@ -52,6 +55,8 @@ func (b *segmentBuilder) add(partition uuid.UUID, seq int64, expect int, m store
 	}
 	r.msgs = append(r.msgs, m)
 	b.n++
+	b.txBytes += len(m.txID)
+	b.payloadBytes += len(m.payload)
 }
 
 // queue adds to batch the insert of the push: the segments, each a slice [from:to] of flat
@@ -71,21 +76,15 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 
 		anyTrace, anyEnc, anySub bool
 	)
-	// The ids, transactionIds and payloads go as encoded arrays, one buffer sized once.
-	size := 3*arrayHeaderSize + b.n*(3*arrayElementSize+16)
-	for _, r := range b.parts {
-		for _, m := range r.msgs {
-			size += len(m.txID) + len(m.payload)
-		}
-	}
-	// The ids' array is written in place ahead of the transactionIds', which the same walk
-	// appends: its length is known, every element being 16 bytes.
-	buf := make([]byte, 0, size)
-	buf = appendArrayHeader(buf, pgtype.UUIDOID, b.n)
-	txAt := len(buf) + b.n*(arrayElementSize+16)
-	buf = buf[:txAt]
-	buf = appendArrayHeader(buf, pgtype.TextOID, b.n)
-	idAt, n := arrayHeaderSize, 0
+	// The ids, transactionIds and payloads go as encoded arrays, in one allocation cut into
+	// three, each capped at its own size.
+	idsSize := arrayHeaderSize + b.n*(arrayElementSize+16)
+	txSize := arrayHeaderSize + b.n*arrayElementSize + b.txBytes
+	buf := make([]byte, 0, idsSize+txSize+arrayHeaderSize+b.n*arrayElementSize+b.payloadBytes)
+	ids := appendArrayHeader(buf[:0:idsSize], pgtype.UUIDOID, b.n)
+	txIDs := appendArrayHeader(buf[idsSize:idsSize:idsSize+txSize], pgtype.TextOID, b.n)
+	payloads := appendArrayHeader(buf[idsSize+txSize:idsSize+txSize], pgtype.TextOID, b.n)
+	n := 0
 	for _, pid := range b.order {
 		r := b.parts[pid]
 		for start := 0; start < len(r.msgs); start += segmentSize {
@@ -96,9 +95,9 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			segFrom = append(segFrom, int32(n+1))
 			segTo = append(segTo, int32(n+end-start))
 			for _, m := range r.msgs[start:end] {
-				appendArrayElement(buf[idAt:idAt], m.id[:])
-				idAt += arrayElementSize + 16
-				buf = appendArrayElement(buf, m.txID)
+				ids = appendArrayElement(ids, m.id[:])
+				txIDs = appendArrayElement(txIDs, m.txID)
+				payloads = appendArrayElement(payloads, m.payload)
 				traces = append(traces, pgtype.UUID{Bytes: m.trace.UUID, Valid: m.trace.Valid})
 				enc = append(enc, m.encrypted)
 				subs = append(subs, pgtype.Text{String: m.sub, Valid: m.sub != ""})
@@ -107,14 +106,6 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			}
 		}
 	}
-	payloadAt := len(buf)
-	buf = appendArrayHeader(buf, pgtype.TextOID, b.n)
-	for _, pid := range b.order {
-		for _, m := range b.parts[pid].msgs {
-			buf = appendArrayElement(buf, m.payload)
-		}
-	}
-	ids, txIDs, payloads := encodedArray(buf[:txAt]), encodedArray(buf[txAt:payloadAt]), encodedArray(buf[payloadAt:])
 	// Most pushes carry no traceId, no producer sub and nothing sealed: those columns then go
 	// as NULL and PostgreSQL fills each segment's array, instead of the broker encoding and
 	// PostgreSQL decoding a value per message.
@@ -137,5 +128,5 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			RETURNING partition_id, first_seq, transaction_ids)
 		INSERT INTO queen.message_transactions (partition_id, transaction_id, seq)
 		SELECT s.partition_id, t.tx, s.first_seq + t.i - 1 FROM s, unnest(s.transaction_ids) WITH ORDINALITY AS t(tx, i)`,
-		segPart, segFirst, segLast, segFrom, segTo, ids, txIDs, traces, payloads, enc, subs)
+		segPart, segFirst, segLast, segFrom, segTo, encodedArray(ids), encodedArray(txIDs), traces, encodedArray(payloads), enc, subs)
 }

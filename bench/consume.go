@@ -96,6 +96,13 @@ func oneQueue(c *client, queue string) readers {
 	return readers{clients: []*client{c}, queues: []string{queue}}
 }
 
+// popPartitions is the pop's partitions parameter for a batch of batch messages over partitions
+// holding depth messages each: as many as a full batch needs, at most 100. A pop of one
+// partition at a time would measure a shape no consumer of a wide, shallow queue runs.
+func popPartitions(batch int, depth int64) int {
+	return int(min(100, (int64(batch)+max(depth, 1)-1)/max(depth, 1)))
+}
+
 func newConsumer(r readers, slot int, group string, batch int, autoAck bool, g *groupLog, errs *errorCounts) *consumer {
 	cn := &consumer{conn: r.clients[slot%len(r.clients)].conn(), turn: r.turn, group: group, autoAck: autoAck, log: g, errs: errs}
 	for _, q := range r.queues {
@@ -305,12 +312,19 @@ func RunConsume(ctx context.Context, t *Target, cfg ConsumeConfig) (*Result, err
 		}
 		return fmt.Sprintf("delivered %s of %s  errors %d", count(got), count(expect*int64(len(groups))), errs.total())
 	})
-	st := runConsumers(oneQueue(c, queue), groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, expect, w, &errs)
+	rd := oneQueue(c, queue)
+	if n := popPartitions(cfg.Batch, expect/int64(len(src.parts))); n > 1 {
+		rd.partitions = n
+	}
+	st := runConsumers(rd, groups, cfg.Consumers, cfg.Batch, cfg.AutoAck, expect, w, &errs)
 	stopProgress()
 	r := newResult(name, cfg.label(), t, cfg)
 	w.finish(r)
 	r.setRates(st.msgs.Load(), st.reqs.Load())
 	r.Latency = percentiles(st.lats...)
+	if rd.partitions > 0 {
+		r.note("pops of %d over up to %d partitions: %s messages pre-filled per partition", cfg.Batch, rd.partitions, count(expect/int64(len(src.parts))))
+	}
 	if !r.notePrefill(w, src, cfg.Duration) {
 		r.note("window ended with messages left (%d pre-filled per group)", expect)
 	}

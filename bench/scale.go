@@ -205,7 +205,7 @@ func scalePoint(ctx context.Context, cfg ScaleConfig, dim string, value int, l s
 	wAck, wAuto := perGroup(cfg.AckRate), perGroup(cfg.AutoRate)
 	total := wAck + wAuto + int64(l.Backlog)
 	depth := max(1, total/int64(len(parts)))
-	popParts := int(min(100, (int64(cfg.Batch)+depth-1)/depth))
+	popParts := popPartitions(cfg.Batch, depth)
 	led := newLedger(fillProducers + cfg.Conns)
 	var errs errorCounts
 	label := func(op string) string { return fmt.Sprintf("%s=%s %s", dim, short(value), op) }

@@ -110,11 +110,20 @@ func (g *gate) Pop(ctx context.Context, r persistence.PopRequest) (persistence.P
 			return persistence.PopResult{}, ctx.Err()
 		}
 	}
+	// The search's reports come from outside the bubble, where the actor must not be sent
+	// to: they are passed on from here once the pop is done, in their order.
+	searched, reports := r.Searched, []persistence.RingPosition(nil)
+	if searched != nil {
+		r.Searched = func(pos persistence.RingPosition) { reports = append(reports, pos) }
+	}
 	var res persistence.PopResult
 	err := g.pg.do(func(ctx context.Context, s *persistence.Store) (err error) {
 		res, err = s.Pop(ctx, r)
 		return err
 	})
+	for _, pos := range reports {
+		searched(pos)
+	}
 	return res, err
 }
 

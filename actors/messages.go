@@ -80,6 +80,11 @@ type (
 		result persistence.PopResult
 		err    error
 	}
+	// ringSearched says how far round the ring a wildcard pop still running has searched.
+	ringSearched struct {
+		w   *waiter
+		pos persistence.RingPosition
+	}
 	tick struct{}
 	// queueProbed says whether the queue exists in PostgreSQL.
 	queueProbed bool

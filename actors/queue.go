@@ -86,10 +86,12 @@ type waiter struct {
 }
 
 // ring is where a consumer group's wildcard pops of the queue stand in the round of its
-// partitions on this broker: each pop starts from the position the last one started returned.
+// partitions on this broker: each pop starts from the position the last one started reported,
+// as soon as its search has locked what it claims, so that pops running side by side do not
+// read again what the ones before them hold.
 type ring struct {
 	pos     persistence.RingPosition
-	applied uint64 // the dispatch number of the pop that returned pos
+	applied uint64 // the dispatch number of the pop that reported pos
 }
 
 type queueActor struct {
@@ -160,6 +162,8 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *popDone:
 		a.inflight--
 		a.popped(ctx, m)
+	case *ringSearched:
+		a.advance(m.w, m.pos)
 	case *Wake:
 		a.received++
 		if a.exists == existenceNo {
@@ -395,6 +399,7 @@ func (a *queueActor) run(ctx actor.Context, w *waiter) {
 		if r := a.rings[pop.Group]; r != nil {
 			pop.Resume = r.pos
 		}
+		pop.Searched = func(pos persistence.RingPosition) { root.Send(self, &ringSearched{w: w, pos: pos}) }
 	}
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), timeout)
@@ -452,15 +457,16 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 	a.schedule(ctx)
 }
 
-// advance records the ring position a wildcard pop returned, unless a pop that started after
-// it has returned one already: that pop went round from further on, past what w claimed.
+// advance records the ring position a wildcard pop reached (while it runs) or returned,
+// unless a pop that started after it has reported one already: that pop went round from
+// further on, past what w claims.
 func (a *queueActor) advance(w *waiter, pos persistence.RingPosition) {
 	r := a.rings[w.req.Pop.Group]
 	if r == nil {
 		r = &ring{}
 		a.rings[w.req.Pop.Group] = r
 	}
-	if w.dispatch > r.applied {
+	if w.dispatch >= r.applied {
 		r.pos, r.applied = pos, w.dispatch
 	}
 }

@@ -29,6 +29,11 @@ type PopRequest struct {
 	// Resume is where a wildcard pop starts its search: the Resume of the group's previous
 	// wildcard pop of the queue (see RingPosition).
 	Resume RingPosition
+	// Searched, when set, is told how far round the ring the pop's search has read, after
+	// every step, while the pop still claims what it found: a pop of the group started now
+	// can begin there instead of reading again the partitions this one has locked. It runs on
+	// the pop's goroutine and must not block.
+	Searched func(RingPosition)
 }
 
 // PopOutcome says why a pop delivered nothing; PopOK when it claimed partitions.

@@ -212,6 +212,13 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 		pos = RingPosition{Queue: ids[0]}
 	}
 	res.Resume = pos
+	// searched tells r.Searched that the walk has gone as far as name: what it claims up to
+	// there is locked for this pop, and what it passed over had nothing to take.
+	searched := func(name string) {
+		if r.Searched != nil {
+			r.Searched(RingPosition{Queue: pos.Queue, Partition: name, Claimed: true})
+		}
+	}
 	w := newRingWalk(pos)
 	tries := 64 + 4*r.Partitions
 	for chunk := firstRingChunk; ; {
@@ -229,9 +236,14 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 			}
 			return errQueueMoved
 		}
+		if len(st.cands) == 0 && st.read > 0 {
+			searched(st.end.name)
+		}
 		for rest := st.cands; len(rest) > 0; {
-			n, err := p.claimSome(ctx, r, rest, r.Batch-len(res.Messages), res)
-			if err != nil {
+			limits := claimLimits(rest, r.Batch-len(res.Messages))
+			searched(rest[len(limits)-1].name)
+			n := len(limits)
+			if err := p.claimSome(ctx, r, rest[:n], limits, res); err != nil {
 				return err
 			}
 			rest, tries = rest[n:], tries-n
@@ -263,44 +275,51 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 	}
 }
 
-// claimSome claims candidates in ring order, in one round trip: the first n whose messages
-// waiting, as the search counted them, fill the budget (all of them if they do not). Each
-// claim but the last reads at most what the search counted in its partition and what the
-// budget leaves after the claims before it; the last reads what the budget leaves. The pop thus
-// never reads more than its budget, and a partition that received messages since the search
-// is read past the count when it is the last. A claim that comes back short (a lost claim, a
-// delayed message) leaves budget for the caller's next round. claimSome returns n.
-func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, budget int, res *PopResult) (int, error) {
-	b := &pgx.Batch{}
-	n := 0
-	for left := budget; n < len(cands) && left > 0; {
-		c := cands[n]
-		n++
+// claimLimits plans the claims of candidates in ring order: the first of them whose messages
+// waiting, as the search counted them, fill the budget (all of them if they do not), each
+// with the most it may read. Each claim but the last reads at most what the search counted in
+// its partition and what the budget leaves after the claims before it; the last reads what the
+// budget leaves. The pop thus never reads more than its budget, and a partition that received
+// messages since the search is read past the count when it is the last. A claim that comes back
+// short (a lost claim, a delayed message) leaves budget for the caller's next round.
+func claimLimits(cands []popCandidate, budget int) []int {
+	var limits []int
+	for left := budget; len(limits) < len(cands) && left > 0; {
+		c := cands[len(limits)]
 		limit := left
-		if waiting := max(1, c.waiting); waiting < int64(left) && n < len(cands) {
+		if waiting := max(1, c.waiting); waiting < int64(left) && len(limits)+1 < len(cands) {
 			limit = int(waiting)
 		}
-		sql, args, err := p.claimStatement(ctx, r, c, limit, true)
-		if err != nil {
-			return 0, err
-		}
-		b.Queue(sql, args...)
+		limits = append(limits, limit)
 		left -= limit
 	}
+	return limits
+}
+
+// claimSome claims cands, each reading at most its limit, in one round trip.
+func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, limits []int, res *PopResult) error {
+	b := &pgx.Batch{}
+	for i, c := range cands {
+		sql, args, err := p.claimStatement(ctx, r, c, limits[i], true)
+		if err != nil {
+			return err
+		}
+		b.Queue(sql, args...)
+	}
 	br := p.conn.SendBatch(ctx, b)
-	for _, c := range cands[:n] {
+	for _, c := range cands {
 		rows, err := br.Query()
 		if err != nil {
 			br.Close()
-			return 0, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
+			return fmt.Errorf("cannot lease partition %s: %w", c.id, err)
 		}
 		if _, err := p.readClaim(rows, r, c, true, res); err != nil {
 			br.Close()
-			return 0, err
+			return err
 		}
 	}
 	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
+		return fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
 	}
-	return n, nil
+	return nil
 }

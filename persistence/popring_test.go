@@ -159,6 +159,50 @@ func TestConcurrentPopsAtManyPartitions(t *testing.T) {
 	}
 }
 
+// A wildcard pop tells how far its search went as soon as it has locked the partitions it is
+// about to claim, before it claims them: a pop of the same group started from there while the
+// first still runs takes the next partitions, without reading or losing the first's.
+func TestPopReportsHowFarItSearchedBeforeItClaims(t *testing.T) {
+	e := newStoreEnv(t)
+	e.fillPartitions("q", 10, 2)
+	req := persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Group: persistence.QueueMode, Batch: 6, Partitions: 3}
+	var reports []string
+	var second persistence.PopResult
+	first := req
+	first.LeaseID = uuid.New()
+	first.Searched = func(pos persistence.RingPosition) {
+		reports = append(reports, pos.Partition)
+		if len(reports) > 1 {
+			return
+		}
+		r := req
+		r.LeaseID, r.Resume = uuid.New(), pos
+		var err error
+		if second, err = e.s.Pop(e.ctx, r); err != nil {
+			t.Errorf("the pop started from the report: %v", err)
+		}
+	}
+	res, err := e.s.Pop(e.ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(reports, []string{"p0002"}) {
+		t.Errorf("the first pop reported %v, want [p0002]: the last partition it claims", reports)
+	}
+	want := func(parts ...string) (ids []string) {
+		for _, p := range parts {
+			ids = append(ids, p+"/1", p+"/2")
+		}
+		return ids
+	}
+	if got := txIDs(res.Messages); !slices.Equal(got, want("p0000", "p0001", "p0002")) {
+		t.Errorf("the first pop delivered %v", got)
+	}
+	if got := txIDs(second.Messages); !slices.Equal(got, want("p0003", "p0004", "p0005")) {
+		t.Errorf("the pop started from the report delivered %v", got)
+	}
+}
+
 // A wildcard pop does not wait for a partition's row that another transaction holds (an ack
 // locks the rows of its batch while it works): it claims the next partition instead. A pop that
 // waited would hold the rows it had claimed meanwhile, and an ack waiting for one of those

@@ -87,6 +87,10 @@ type gate struct {
 	heldPushes []fusion.Job[persistence.PushItem, persistence.PushResult]
 	popsAt     []time.Time // when each pop reached the gate, on the fake clock
 	probes     int
+	// reportLate makes a wildcard pop report how far its search went only once it is done,
+	// so that the group's next pop waits for it to be released; otherwise it reports on
+	// arrival, as a search that locked its partitions at once, and the next pop starts beside it.
+	reportLate bool
 }
 
 type heldPop struct {
@@ -96,6 +100,9 @@ type heldPop struct {
 
 func (g *gate) Pop(ctx context.Context, r persistence.PopRequest) (persistence.PopResult, error) {
 	g.mu.Lock()
+	if r.Searched != nil && !g.reportLate {
+		r.Searched(r.Resume)
+	}
 	g.popsAt = append(g.popsAt, time.Now())
 	var release chan struct{}
 	if g.holdPops {

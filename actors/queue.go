@@ -92,6 +92,10 @@ type waiter struct {
 type ring struct {
 	pos     persistence.RingPosition
 	applied uint64 // the dispatch number of the pop that reported pos
+	// searching is the pop whose first step has not reported yet; the group's pops that
+	// come meanwhile are held, in order, and start one by one from what each reports.
+	searching *waiter
+	held      []*waiter
 }
 
 type queueActor struct {
@@ -164,6 +168,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.popped(ctx, m)
 	case *ringSearched:
 		a.advance(m.w, m.pos)
+		a.searched(ctx, m.w)
 	case *Wake:
 		a.received++
 		if a.exists == existenceNo {
@@ -391,14 +396,28 @@ func (a *queueActor) run(ctx actor.Context, w *waiter) {
 		w.key.running++
 	}
 	a.wide.queries.Inc()
+	if w.req.Pop.Partition != "" {
+		a.start(ctx, w)
+		return
+	}
+	r := a.ringOf(w.req.Pop.Group)
+	if r.searching != nil {
+		r.held = append(r.held, w)
+		return
+	}
+	r.searching = w
+	a.start(ctx, w)
+}
+
+// start runs w's database pop on a goroutine of its own; a wildcard pop starts from its
+// group's ring position and reports how far it searches.
+func (a *queueActor) start(ctx actor.Context, w *waiter) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	store, timeout, pop := a.deps.Store, a.deps.QueryTimeout, w.req.Pop
 	if pop.Partition == "" {
 		a.runs++
 		w.dispatch = a.runs
-		if r := a.rings[pop.Group]; r != nil {
-			pop.Resume = r.pos
-		}
+		pop.Resume = a.ringOf(pop.Group).pos
 		pop.Searched = func(pos persistence.RingPosition) { root.Send(self, &ringSearched{w: w, pos: pos}) }
 	}
 	go func() {
@@ -407,6 +426,31 @@ func (a *queueActor) run(ctx actor.Context, w *waiter) {
 		res, err := store.Pop(c, pop)
 		root.Send(self, &popDone{w: w, result: res, err: err})
 	}()
+}
+
+func (a *queueActor) ringOf(group string) *ring {
+	r := a.rings[group]
+	if r == nil {
+		r = &ring{}
+		a.rings[group] = r
+	}
+	return r
+}
+
+// searched ends w's first ring step, once it has reported how far it went or has come back:
+// the group's next pop held meanwhile starts from there.
+func (a *queueActor) searched(ctx actor.Context, w *waiter) {
+	r := a.ringOf(w.req.Pop.Group)
+	if r.searching != w {
+		return
+	}
+	r.searching = nil
+	if len(r.held) > 0 {
+		next := r.held[0]
+		r.held = r.held[1:]
+		r.searching = next
+		a.start(ctx, next)
+	}
 }
 
 func (a *queueActor) popped(ctx actor.Context, m *popDone) {
@@ -419,8 +463,11 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 	if o := w.req.OneOf; o != nil {
 		o.end(delivered || m.err != nil)
 	}
-	if m.err == nil && w.req.Pop.Partition == "" {
-		a.advance(w, m.result.Resume)
+	if w.req.Pop.Partition == "" {
+		if m.err == nil {
+			a.advance(w, m.result.Resume)
+		}
+		a.searched(ctx, w)
 	}
 	now := time.Now()
 	switch {
@@ -461,11 +508,7 @@ func (a *queueActor) popped(ctx actor.Context, m *popDone) {
 // unless a pop that started after it has reported one already: that pop went round from
 // further on, past what w claims.
 func (a *queueActor) advance(w *waiter, pos persistence.RingPosition) {
-	r := a.rings[w.req.Pop.Group]
-	if r == nil {
-		r = &ring{}
-		a.rings[w.req.Pop.Group] = r
-	}
+	r := a.ringOf(w.req.Pop.Group)
 	if w.dispatch >= r.applied {
 		r.pos, r.applied = pos, w.dispatch
 	}

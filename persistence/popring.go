@@ -241,7 +241,11 @@ func (p *popTx) searchRing(ctx context.Context, r PopRequest, pos RingPosition, 
 		}
 		for rest := st.cands; len(rest) > 0; {
 			limits := claimLimits(rest, r.Batch-len(res.Messages))
-			searched(rest[len(limits)-1].name)
+			if len(limits) < len(rest) || len(st.cands) == want {
+				searched(rest[len(limits)-1].name)
+			} else {
+				searched(st.end.name) // every candidate is claimed, and past them the chunk had none
+			}
 			n := len(limits)
 			if err := p.claimSome(ctx, r, rest[:n], limits, res); err != nil {
 				return err

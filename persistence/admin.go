@@ -348,8 +348,8 @@ func (s *Store) Queue(ctx context.Context, queue QueueName) (*QueueDetail, error
 	return &q, nil
 }
 
-// DeleteQueue deletes a queue with its messages (messages have no foreign key to partitions),
-// partitions, cursors and subscription metadata, in one transaction. It reports whether the
+// DeleteQueue deletes a queue with its messages and cursors (neither has a foreign key to
+// partitions), partitions and subscription metadata, in one transaction. It reports whether the
 // queue existed.
 func (s *Store) DeleteQueue(ctx context.Context, queue QueueName) (bool, error) {
 	var existed bool
@@ -366,7 +366,7 @@ func (s *Store) DeleteQueue(ctx context.Context, queue QueueName) (bool, error) 
 			// Lock the partitions in id order, as push does, so a push that already holds one
 			// commits its messages before they are deleted instead of leaving orphans.
 			b.Queue(`SELECT id FROM queen.partitions WHERE queue_id = $1 ORDER BY id FOR UPDATE`, id)
-			for _, table := range []string{"segments", "message_transactions", "dead_letter_queue", "message_traces"} {
+			for _, table := range []string{"segments", "message_transactions", "dead_letter_queue", "message_traces", "partition_consumers"} {
 				b.Queue(`DELETE FROM queen.`+table+` WHERE partition_id IN (SELECT id FROM queen.partitions WHERE queue_id = $1)`, id)
 			}
 			b.Queue(`DELETE FROM queen.queues WHERE id = $1`, id)

@@ -248,7 +248,9 @@ func (s *Store) deleteMessages(ctx context.Context, t deleteTarget, batch int) (
 // (last_message_at) are what protect a concurrent push: a push that locked the row first is
 // skipped (SKIP LOCKED), and one that committed after this statement's snapshot changed
 // last_message_at, which the lock re-check sees. A push that arrives after the row is gone
-// creates the partition anew.
+// creates the partition anew. Cursor rows have no foreign key to their partition either: the
+// statement deletes those of the partitions it deletes, and a pass that deleted any sweeps the
+// rows a pop wrote while their partition was going (migrations/0008_cursor_partition_key.sql).
 func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int64, error) {
 	var total int64
 	byQueue := map[uuid.UUID]int64{}
@@ -265,7 +267,8 @@ func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int6
 						       OR GREATEST(pc.created_at, pc.last_consumed_at) >= now() - make_interval(days => $1)))
 					LIMIT $2
 					FOR UPDATE SKIP LOCKED)
-				RETURNING queue_id)
+				RETURNING id, queue_id),
+			cursors AS (DELETE FROM queen.partition_consumers pc USING gone WHERE pc.partition_id = gone.id)
 			SELECT queue_id, count(*) FROM gone GROUP BY queue_id`, days, batch)
 		if err != nil {
 			return total, fmt.Errorf("cannot delete idle partitions: %w", err)
@@ -278,6 +281,12 @@ func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int6
 		}
 		total += deleted
 		if deleted < int64(batch) {
+			if total > 0 {
+				if _, err := s.pool.Exec(ctx, `DELETE FROM queen.partition_consumers pc
+					WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = pc.partition_id)`); err != nil {
+					return total, fmt.Errorf("cannot delete the cursors of deleted partitions: %w", err)
+				}
+			}
 			return total, s.recordCleanup(ctx, cleanupPartitions, byQueue)
 		}
 	}

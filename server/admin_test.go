@@ -378,17 +378,18 @@ func TestAdminDeleteQueue(t *testing.T) {
 	admExpect(t, c, "GET", "/api/v1/resources/queues/gone", nil, 404, `{"error":"Queue not found"}`)
 	admExpect(t, c, "GET", "/api/v1/messages/"+oldPID+"/t1", nil, 404, `{"error":"Message not found"}`)
 
-	// Nothing of the queue is left: no orphaned messages (they have no foreign key), no cursors,
+	// Nothing of the queue is left: no orphaned messages or cursors (neither has a foreign key),
 	// no subscription metadata, no dead letters, no traces. The other queue is untouched.
-	var orphans, meta int
+	var orphans, cursors, meta int
 	pool := c.Broker.Store().Pool()
 	if err := pool.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM queen.messages m WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = m.partition_id)),
-			(SELECT count(*) FROM queen.consumer_groups_metadata WHERE queue_name = 'gone')`).Scan(&orphans, &meta); err != nil {
+			(SELECT count(*) FROM queen.partition_consumers pc WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = pc.partition_id)),
+			(SELECT count(*) FROM queen.consumer_groups_metadata WHERE queue_name = 'gone')`).Scan(&orphans, &cursors, &meta); err != nil {
 		t.Fatal(err)
 	}
-	if orphans != 0 || meta != 0 {
-		t.Fatalf("after delete: %d orphaned messages, %d metadata rows", orphans, meta)
+	if orphans != 0 || cursors != 0 || meta != 0 {
+		t.Fatalf("after delete: %d orphaned messages, %d orphaned cursors, %d metadata rows", orphans, cursors, meta)
 	}
 	admExpect(t, c, "GET", "/api/v1/consumer-groups", nil, 200, `[]`)
 	admExpect(t, c, "GET", "/api/v1/dlq", nil, 200, `{"messages":[],"pagination":{"limit":100,"offset":0},"total":0}`)

@@ -6,5 +6,5 @@
 -- pop's statement time. Whoever deletes partitions deletes their cursor rows in the same
 -- transaction (the queue delete, the idle-partition cleanup); every reader joins the cursor to
 -- its partition, so a row a pop wrote while its idle partition was being deleted is never read,
--- and the idle-partition cleanup sweeps such rows on its next pass.
+-- and the retention job sweeps such rows on its next run.
 ALTER TABLE queen.partition_consumers DROP CONSTRAINT partition_consumers_partition_id_fkey;

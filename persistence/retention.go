@@ -33,11 +33,15 @@ type RetentionReport struct {
 	Stats      int64 // rows of per-minute statistics
 	// StreamState counts state rows of streams whose source partition no longer exists.
 	StreamState int64
+	// Cursors counts cursor rows whose partition no longer exists: rows a pop wrote while
+	// their partition was being deleted, or of a partition deleted by hand.
+	Cursors int64
 }
 
 // RunRetention applies the retention options of every queue with retention_enabled, removes
-// idle empty partitions, old statistics and the stream state of partitions gone, and records what it deleted in the statistics. It
-// returns ErrCleanupBusy at once when another session is cleaning up.
+// idle empty partitions, old statistics and the stream state and cursors of partitions gone,
+// and records what it deleted in the statistics. It returns ErrCleanupBusy at once when another
+// session is cleaning up.
 func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (RetentionReport, error) {
 	batch := o.BatchSize
 	if batch < 1 {
@@ -62,7 +66,10 @@ func (s *Store) RunRetention(ctx context.Context, o RetentionOptions) (Retention
 				return err
 			}
 		}
-		rep.StreamState, err = s.deleteOrphanState(ctx, batch)
+		if rep.StreamState, err = s.deleteOfGonePartitions(ctx, "queen_streams.state", "query_id, partition_id, key", batch); err != nil {
+			return err
+		}
+		rep.Cursors, err = s.deleteOfGonePartitions(ctx, "queen.partition_consumers", "partition_id, consumer_group", batch)
 		return err
 	})
 	return rep, err
@@ -249,8 +256,8 @@ func (s *Store) deleteMessages(ctx context.Context, t deleteTarget, batch int) (
 // skipped (SKIP LOCKED), and one that committed after this statement's snapshot changed
 // last_message_at, which the lock re-check sees. A push that arrives after the row is gone
 // creates the partition anew. Cursor rows have no foreign key to their partition either: the
-// statement deletes those of the partitions it deletes, and a pass that deleted any sweeps the
-// rows a pop wrote while their partition was going (migrations/0008_cursor_partition_key.sql).
+// statement deletes those of the partitions it deletes, and RunRetention sweeps the rows a pop
+// wrote while their partition was going (migrations/0008_cursor_partition_key.sql).
 func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int64, error) {
 	var total int64
 	byQueue := map[uuid.UUID]int64{}
@@ -281,13 +288,28 @@ func (s *Store) deleteIdlePartitions(ctx context.Context, days, batch int) (int6
 		}
 		total += deleted
 		if deleted < int64(batch) {
-			if total > 0 {
-				if _, err := s.pool.Exec(ctx, `DELETE FROM queen.partition_consumers pc
-					WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = pc.partition_id)`); err != nil {
-					return total, fmt.Errorf("cannot delete the cursors of deleted partitions: %w", err)
-				}
-			}
 			return total, s.recordCleanup(ctx, cleanupPartitions, byQueue)
+		}
+	}
+}
+
+// deleteOfGonePartitions deletes, batch rows at a time, the rows of table (key: its primary
+// key's columns) whose partition_id names no partition. Such rows have no foreign key to the
+// partition: whoever deletes partitions deletes them too, and this catches what was written
+// beside a deletion or left by a deletion made by hand.
+func (s *Store) deleteOfGonePartitions(ctx context.Context, table, key string, batch int) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM `+table+` WHERE (`+key+`) IN (
+			SELECT `+key+` FROM `+table+` t
+			WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = t.partition_id)
+			LIMIT $1)`, batch)
+		if err != nil {
+			return total, fmt.Errorf("cannot delete the rows of %s of deleted partitions: %w", table, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
 		}
 	}
 }

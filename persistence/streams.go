@@ -347,25 +347,6 @@ func nonNil(keys []string) []string {
 	return keys
 }
 
-// deleteOrphanState deletes, in batches, the state rows of source partitions that no longer
-// exist (idle-partition cleanup, a deleted queue). The retention job runs it.
-func (s *Store) deleteOrphanState(ctx context.Context, batch int) (int64, error) {
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM queen_streams.state WHERE (query_id, partition_id, key) IN (
-			SELECT s.query_id, s.partition_id, s.key FROM queen_streams.state s
-			WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = s.partition_id)
-			LIMIT $1)`, batch)
-		if err != nil {
-			return total, fmt.Errorf("cannot delete the state of deleted partitions: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-	}
-}
-
 // StreamMetrics is the size of one query's state, for the metrics page.
 type StreamMetrics struct {
 	Query QueueName

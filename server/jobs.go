@@ -63,8 +63,8 @@ func (j *jobs) run(ctx context.Context, store *persistence.Store, cfg config.Con
 			})
 			counts := []any{"expired_messages", rep.Expired, "completed_messages", rep.Completed,
 				"partitions", rep.Partitions, "duration", time.Since(start), "stats_rows", rep.Stats,
-				"stream_state_rows", rep.StreamState}
-			deleted := rep.Expired + rep.Completed + rep.Partitions + rep.Stats + rep.StreamState
+				"stream_state_rows", rep.StreamState, "cursor_rows", rep.Cursors}
+			deleted := rep.Expired + rep.Completed + rep.Partitions + rep.Stats + rep.StreamState + rep.Cursors
 			if ok(ctx, log, "retention", err, counts) && deleted > 0 {
 				log.Info("retention deleted", counts...)
 			}

@@ -67,12 +67,13 @@ type AckResult struct {
 	DLQ           bool
 }
 
-// Ack applies items in one transaction.
+// Ack applies items in one transaction, in two round trips: BEGIN travels with the lock and
+// lookups, COMMIT with the writes.
 func (s *Store) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
 	var out []AckResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.pipelinedTx(ctx, "ack", func(conn *pgx.Conn) error {
 		var err error
-		out, err = ackInTx(ctx, tx, items, s.leased.lookUp(items), false)
+		out, err = ackInTx(ctx, conn, items, s.leased.lookUp(items), ackOptions{explicit: true})
 		return err
 	})
 	if err != nil {
@@ -140,13 +141,21 @@ type ackPartition struct {
 	scope string
 }
 
+// ackOptions say how ackInTx runs.
+type ackOptions struct {
+	// failedToDLQ (the transaction route): a failed ack dead-letters at once instead of
+	// spending the retry budget.
+	failedToDLQ bool
+	// explicit: tx is a bare connection; the first batch opens the transaction and the second
+	// commits it.
+	explicit bool
+}
+
 // ackInTx locks the (partition, group) rows in key order, resolves each transactionId to its
 // sequence number (known[i] when not 0; known may be nil) and applies the acks of each row in
-// sequence order. With failedToDLQ (the transaction route) a failed ack dead-letters at once
-// instead of spending the retry budget. PostgreSQL sees each consumer row and partition once
-// and only the items whose seq is not known: an ack batch of a lease this broker granted sends
-// no per-message row at all.
-func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, failedToDLQ bool) ([]AckResult, error) {
+// sequence order. PostgreSQL sees each consumer row and partition once and only the items whose
+// seq is not known: an ack batch of a lease this broker granted sends no per-message row at all.
+func ackInTx(ctx context.Context, tx batchSender, items []AckItem, known []int64, o ackOptions) ([]AckResult, error) {
 	var rowPids, partPids, probePids [][16]byte // [16]byte: see the push columns
 	var rowGroups, partScopes, probeTxs []string
 	var probed []int // item index of each probe
@@ -172,6 +181,9 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		}
 	}
 	b := &pgx.Batch{}
+	if o.explicit {
+		b.Queue("BEGIN")
+	}
 	b.Queue(keyedPlans)
 	// The lock may take the row of an item outside its scope; it is never written.
 	b.Queue(ackLockSQL, rowPids, rowGroups)
@@ -179,10 +191,16 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 	if len(probed) > 0 {
 		b.Queue(ackedMessagesSQL, probePids, probeTxs)
 	}
+	setup := 1 // keyedPlans, and BEGIN before it
+	if o.explicit {
+		setup = 2
+	}
 	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, fmt.Errorf("cannot set up acknowledgements: %w", err)
+	for range setup {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("cannot set up acknowledgements: %w", err)
+		}
 	}
 	state := map[consumerKey]*consumerState{}
 	rows, err := br.Query()
@@ -304,7 +322,7 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		case AckCompleted:
 			r.LeaseReleased = st.advance(seq, it.Lease)
 		case AckFailed, AckDLQ:
-			if it.Status == AckFailed && !failedToDLQ && st.retries < retryLimit[i] {
+			if it.Status == AckFailed && !o.failedToDLQ && st.retries < retryLimit[i] {
 				r.LeaseReleased = st.release()
 				st.retries++
 				st.ceiling = min(st.ceiling, seq-1)
@@ -366,6 +384,9 @@ func ackInTx(ctx context.Context, tx pgx.Tx, items []AckItem, known []int64, fai
 		}
 		b.Queue(`INSERT INTO queen.dead_letter_queue (partition_id, message_seq, consumer_group, error_message, retry_count)
 			SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::int4[])`, dPid, dSeq, dGroup, dReason, dRetries)
+	}
+	if o.explicit {
+		b.Queue("COMMIT")
 	}
 	if b.Len() == 0 {
 		return out, nil

@@ -215,7 +215,7 @@ func (s *Store) Cycle(ctx context.Context, c StreamCycle) (res CycleResult, reas
 			}
 		}
 		if c.Ack != nil {
-			ack, err := ackInTx(ctx, tx, []AckItem{*c.Ack}, nil, true)
+			ack, err := ackInTx(ctx, tx, []AckItem{*c.Ack}, nil, ackOptions{failedToDLQ: true})
 			if err != nil {
 				return err
 			}

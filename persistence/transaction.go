@@ -34,7 +34,7 @@ func (s *Store) Transaction(ctx context.Context, ops []TxOp) (results []TxOpResu
 		results = results[:0]
 		for _, op := range ops {
 			if op.Ack != nil {
-				res, err := ackInTx(ctx, tx, []AckItem{*op.Ack}, nil, true)
+				res, err := ackInTx(ctx, tx, []AckItem{*op.Ack}, nil, ackOptions{failedToDLQ: true})
 				if err != nil {
 					return err
 				}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"queen/persistence"
 )
@@ -414,5 +415,27 @@ func TestPushLockPlanMadeOnOnePartitionReadsByKey(t *testing.T) {
 	read := explainReads(t, e, conn, execute, nil, persistence.KeyedPlans)
 	if read["partitions"] > 2*n {
 		t.Errorf("locking %d partitions of %d read %d partition rows; want at most %d", n, partitions, read["partitions"], 2*n)
+	}
+}
+
+// ANALYZE of segments gathers statistics on the columns the broker looks segments up by, and
+// none on the arrays: reading every sampled segment's arrays made it last long enough, holding
+// its snapshot, for the cursor rows to bloat under consumption (migrations/0009).
+func TestAnalyzeOfSegmentsSkipsTheArrays(t *testing.T) {
+	e := newStoreEnv(t)
+	for i := range 20 {
+		e.push(items("q", fmt.Sprintf("p%d", i%4), "analyze", fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i))...)
+	}
+	e.exec(`ANALYZE queen.segments`)
+	rows, err := e.pool.Query(e.ctx, `SELECT attname FROM pg_stats WHERE schemaname = 'queen' AND tablename = 'segments' ORDER BY attname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"created_at", "first_seq", "last_seq", "partition_id"}; !slices.Equal(got, want) {
+		t.Errorf("ANALYZE of segments gathered statistics on %v, want %v", got, want)
 	}
 }

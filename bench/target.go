@@ -432,7 +432,8 @@ func (s *brokerSet) stop() error {
 		for i := 0; i < 100 && processAlive(pgPID); i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
-		keep(errors.New("the broker left its PostgreSQL running after shutdown"))
+		// The broker's log says whether it tried to stop it (pg_ctl's error) or not.
+		keep(fmt.Errorf("the broker left its PostgreSQL running after shutdown: %s", tailFile(s.t.LogPath)))
 	}
 	if s.pg != nil {
 		keep(s.pg.stop())

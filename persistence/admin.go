@@ -228,7 +228,7 @@ func (s *Store) ListQueues(ctx context.Context, f QueueFilter) ([]QueueSummary, 
 		      ORDER BY created_at DESC, name `+page+`) q
 		LEFT JOIN (queen.partitions p `+partitionCounts+`
 		           CROSS JOIN LATERAL (SELECT `+queueModeDeadLetters+` AS n) dl
-		           LEFT JOIN LATERAL `+firstUnconsumed("p.id", "COALESCE(qm.cursor_seq, 0)")+` f ON true) ON p.queue_id = q.id
+		           LEFT JOIN LATERAL `+firstUnconsumed("p", "COALESCE(qm.cursor_seq, 0)")+` f ON true) ON p.queue_id = q.id
 		GROUP BY q.id, q.name, q.namespace, q.task, q.created_at
 		ORDER BY q.created_at DESC, q.name`, a.args...)
 	if err != nil {

@@ -56,7 +56,7 @@ var groupPositions = `
 	JOIN queen.queues q ON q.id = p.queue_id
 	LEFT JOIN LATERAL (
 		SELECT floor(extract(epoch FROM now() - m.created_at))::int8 AS seconds, m.created_at
-		FROM ` + firstUnconsumed("pc.partition_id", "pc.cursor_seq") + ` m) lag ON true`
+		FROM ` + firstUnconsumed("p", "pc.cursor_seq") + ` m) lag ON true`
 
 // ListConsumerGroups lists every (group, queue) pair in scope that has cursors or a recorded
 // subscription, __QUEUE_MODE__ included, by group then queue.

@@ -20,6 +20,12 @@ const (
 
 var AckedMessagesSQL = ackedMessagesSQL
 
+// QueueBacklogSQL and GroupBacklogSQL are the backlog reads of ReadMetrics.
+var (
+	QueueBacklogSQL = queueBacklogSQL
+	GroupBacklogSQL = groupBacklogSQL
+)
+
 // The statements that write consumer rows by (partition, group) pairs: an ack's lock and
 // update, a pop's record of its leases over several partitions.
 var (

@@ -39,13 +39,17 @@ type MetricsSnapshot struct {
 	Streams  []StreamMetrics // every registered stream query
 }
 
-// firstUnconsumed is the oldest message of partition (an expression) after cursor (another):
-// the first segment after the cursor that holds one (the first it reads, unless messages were
-// deleted), then the first of its messages after the cursor. Both steps read in index and
-// array order, without a sort (see claimReadSQL).
-func firstUnconsumed(partition, cursor string) string {
+// firstUnconsumed is the oldest message of partition p (an alias whose id and last_seq it
+// reads) after cursor (an expression): the first segment after the cursor that holds one (the
+// first it reads, unless messages were deleted), then the first of its messages after the
+// cursor. Both steps read in index and array order, without a sort (see claimReadSQL). A
+// partition read up to its last message is not looked up at all: PostgreSQL checks
+// "last_seq > cursor" before the segment index, which the backlog reads would otherwise probe
+// once per partition, most of them caught up.
+func firstUnconsumed(p, cursor string) string {
 	return `(SELECT s.first_seq + u.o - 1 AS seq, s.created_at
-		FROM (SELECT * FROM queen.segments s WHERE s.partition_id = ` + partition + ` AND s.last_seq > ` + cursor + `
+		FROM (SELECT * FROM queen.segments s WHERE ` + p + `.last_seq > ` + cursor + `
+		        AND s.partition_id = ` + p + `.id AND s.last_seq > ` + cursor + `
 		        AND EXISTS (SELECT 1 FROM unnest(s.ids) WITH ORDINALITY AS u(id, o)
 		                    WHERE u.id IS NOT NULL AND s.first_seq + u.o - 1 > ` + cursor + `)
 		      ORDER BY s.last_seq LIMIT 1) s
@@ -63,22 +67,16 @@ var clusterTotalsSQL = func() string {
 	return `SELECT ` + strings.Join(sums, ", ") + ` FROM queen.stats_totals`
 }()
 
-// ReadMetrics reads the cluster's lifetime counters (the sums of the brokers' rows of
-// queen.stats_totals, which the statistics flush adds to) with the per-queue and per-group
-// backlogs, in one round trip. Its cost grows with the number of queues and partitions (hash
-// joins) and with the partitions that have a backlog (an index probe each), not with the number
-// of messages.
-func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
-	var snap MetricsSnapshot
-	b := &pgx.Batch{}
-	b.Queue(clusterTotalsSQL)
-	b.Queue(`
+// queueBacklogSQL is, per queue, the messages queue-mode consumers have not consumed, the age
+// of the oldest, and the dead letters; groupBacklogSQL the same per named group and queue.
+var (
+	queueBacklogSQL = `
 		WITH backlog AS (
 			SELECT p.queue_id, sum(p.last_seq - f.seq + 1)::int8 AS pending, min(f.created_at) AS oldest
 			FROM queen.partitions p
 			LEFT JOIN queen.partition_consumers qm
 			       ON qm.partition_id = p.id AND qm.consumer_group = '` + QueueMode + `'
-			CROSS JOIN LATERAL ` + firstUnconsumed("p.id", "COALESCE(qm.cursor_seq, 0)") + ` f
+			CROSS JOIN LATERAL ` + firstUnconsumed("p", "COALESCE(qm.cursor_seq, 0)") + ` f
 			GROUP BY p.queue_id),
 		dead AS (
 			SELECT p.queue_id, count(*) AS n
@@ -88,16 +86,29 @@ func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
 		       COALESCE(d.n, 0)
 		FROM queen.queues q
 		LEFT JOIN backlog b ON b.queue_id = q.id
-		LEFT JOIN dead d ON d.queue_id = q.id`)
-	b.Queue(`
+		LEFT JOIN dead d ON d.queue_id = q.id`
+	groupBacklogSQL = `
 		SELECT pc.consumer_group, q.name, COALESCE(sum(p.last_seq - f.seq + 1), 0)::int8,
 		       COALESCE(extract(epoch FROM now() - min(f.created_at)), 0)::float8
 		FROM queen.partition_consumers pc
 		JOIN queen.partitions p ON p.id = pc.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id
-		LEFT JOIN LATERAL ` + firstUnconsumed("p.id", "pc.cursor_seq") + ` f ON true
+		LEFT JOIN LATERAL ` + firstUnconsumed("p", "pc.cursor_seq") + ` f ON true
 		WHERE pc.consumer_group <> '` + QueueMode + `'
-		GROUP BY pc.consumer_group, q.name`)
+		GROUP BY pc.consumer_group, q.name`
+)
+
+// ReadMetrics reads the cluster's lifetime counters (the sums of the brokers' rows of
+// queen.stats_totals, which the statistics flush adds to) with the per-queue and per-group
+// backlogs, in one round trip. Its cost grows with the number of queues and partitions (hash
+// joins) and with the partitions that have a backlog (an index probe each), not with the number
+// of messages.
+func (s *Store) ReadMetrics(ctx context.Context) (MetricsSnapshot, error) {
+	var snap MetricsSnapshot
+	b := &pgx.Batch{}
+	b.Queue(clusterTotalsSQL)
+	b.Queue(queueBacklogSQL)
+	b.Queue(groupBacklogSQL)
 	// A scan of the state table: stream state is windows and aggregates, small beside messages.
 	b.Queue(`SELECT q.name, count(s.key), COALESCE(sum(pg_column_size(s.value)), 0)::int8
 		FROM queen_streams.queries q LEFT JOIN queen_streams.state s ON s.query_id = q.id

@@ -125,3 +125,36 @@ func TestStoreReportsDatabaseErrors(t *testing.T) {
 		t.Fatalf("OnError called for a transaction rolled back on purpose (%d calls)", n)
 	}
 }
+
+// The backlog reads look a partition's segments up only when it has messages after the
+// cursor: the metrics read runs every few seconds over every partition, and most partitions of
+// a large queue are caught up.
+func TestBacklogReadsSkipCaughtUpPartitions(t *testing.T) {
+	e := newStoreEnv(t)
+	e.fillPartitions("q", 200, 2)
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group, cursor_seq)
+		SELECT id, g, last_seq FROM queen.partitions, unnest(ARRAY['` + persistence.QueueMode + `', 'g']) g`)
+	e.push(items("q", "p0000", "late", "late")...) // the one partition with a backlog
+	for name, sql := range map[string]string{"queue": persistence.QueueBacklogSQL, "group": persistence.GroupBacklogSQL} {
+		lookups := 0
+		walkPlan(explainPlan(t, e, e.pool, sql, nil), func(n planNode) {
+			if n.Relation == "segments" {
+				lookups += int(n.Loops)
+			}
+		})
+		// The one partition: its first segment after the cursor, at most once per step.
+		if lookups > 2 {
+			t.Errorf("the %s backlog read looked segments up %d times for 1 partition with a backlog among 200", name, lookups)
+		}
+	}
+	snap, err := e.s.ReadMetrics(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Queues) != 1 || snap.Queues[0].Pending != 1 {
+		t.Errorf("queue backlogs %+v, want q with 1 pending", snap.Queues)
+	}
+	if len(snap.Groups) != 1 || snap.Groups[0].Lag != 1 {
+		t.Errorf("group backlogs %+v, want g with a lag of 1", snap.Groups)
+	}
+}

@@ -330,6 +330,29 @@ func explainReads(t *testing.T, e *storeEnv, db interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, sql string, args []any, settings ...string) map[string]int {
 	t.Helper()
+	read := map[string]int{}
+	walkPlan(explainPlan(t, e, db, sql, args, settings...), func(n planNode) {
+		if n.Relation != "" && n.Node != "ModifyTable" { // scans only: not the rows written
+			read[n.Relation] += int((n.Rows + n.Filtered) * n.Loops)
+		}
+	})
+	return read
+}
+
+// walkPlan calls visit on n and every node under it.
+func walkPlan(n planNode, visit func(planNode)) {
+	visit(n)
+	for _, c := range n.Plans {
+		walkPlan(c, visit)
+	}
+}
+
+// explainPlan is the plan of sql as EXPLAIN ANALYZE ran it, after settings, in a transaction of
+// db it rolls back.
+func explainPlan(t *testing.T, e *storeEnv, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args []any, settings ...string) planNode {
+	t.Helper()
 	tx, err := db.Begin(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -346,18 +369,7 @@ func explainReads(t *testing.T, e *storeEnv, db interface {
 	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
-	read := map[string]int{}
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		if n.Relation != "" && n.Node != "ModifyTable" { // scans only: not the rows written
-			read[n.Relation] += int((n.Rows + n.Filtered) * n.Loops)
-		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(plan[0].Plan)
-	return read
+	return plan[0].Plan
 }
 
 type planNode struct {

@@ -109,9 +109,14 @@ const keyedPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', t
 // fresh, empty database, and kept; a duplicate probe planned so walked whole partitions and
 // pushes ran 10-20x slower until the broker restarted. The hot paths, whose statements are
 // written to read by key, opt into generic plans with keyedPlans.
+//
+// JIT compilation is off: it starts on a plan's estimated cost, and the broker's costly
+// statements are its periodic reads over every partition (the metrics backlog, retention),
+// which run in well under a second and spent a third of that compiling (see
+// docs/performance.md, sixth round).
 func Open(ctx context.Context, connString string, o pg.PoolOptions) (*Store, error) {
 	o.AppName = "queen"
-	o.Params = map[string]string{"plan_cache_mode": "force_custom_plan"}
+	o.Params = map[string]string{"plan_cache_mode": "force_custom_plan", "jit": "off"}
 	pool, err := pg.NewPool(ctx, connString, o)
 	if err != nil {
 		return nil, err

@@ -1,13 +1,11 @@
 package persistence_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"queen/persistence"
 )
@@ -139,7 +137,7 @@ func TestBacklogReadsSkipCaughtUpPartitions(t *testing.T) {
 	e.push(items("q", "p0000", "late", "late")...) // the one partition with a backlog
 	for name, sql := range map[string]string{"queue": persistence.QueueBacklogSQL, "group": persistence.GroupBacklogSQL} {
 		lookups := 0
-		walkPlan(explainPlan(t, e, e.pool, sql, nil), func(n planNode) {
+		walkPlan(explainPlan(t, e, e.pool, sql, nil).Plan, func(n planNode) {
 			if n.Relation == "segments" {
 				lookups += int(n.Loops)
 			}
@@ -167,28 +165,12 @@ func TestBacklogReadsSkipCaughtUpPartitions(t *testing.T) {
 func TestBrokerSessionsDoNotCompile(t *testing.T) {
 	e := newStoreEnv(t)
 	e.fillPartitions("q", 10, 1)
-	explain := func(conn interface {
-		Begin(context.Context) (pgx.Tx, error)
-	}, sql string) string {
-		tx, err := conn.Begin(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(e.ctx)
-		if _, err := tx.Exec(e.ctx, "SET LOCAL jit_above_cost = 0"); err != nil {
-			t.Fatal(err)
-		}
-		var plan string
-		if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
-		return plan
-	}
-	if !strings.Contains(explain(e.pool, persistence.QueueBacklogSQL), `"JIT"`) {
+	const always = "SET LOCAL jit_above_cost = 0"
+	if explainPlan(t, e, e.pool, persistence.QueueBacklogSQL, nil, always).JIT == nil {
 		t.Skip("this PostgreSQL does not JIT-compile (built without LLVM, or jit off in its configuration)")
 	}
 	conn := e.prepareOnBrokerConn("backlog", persistence.QueueBacklogSQL)
-	if plan := explain(conn, "EXECUTE backlog"); strings.Contains(plan, `"JIT"`) {
-		t.Errorf("a broker session JIT-compiled the backlog read: %s", plan)
+	if jit := explainPlan(t, e, conn, "EXECUTE backlog", nil, always).JIT; jit != nil {
+		t.Errorf("a broker session JIT-compiled the backlog read: %s", jit)
 	}
 }

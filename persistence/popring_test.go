@@ -2,6 +2,7 @@ package persistence_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -331,7 +332,7 @@ func explainReads(t *testing.T, e *storeEnv, db interface {
 }, sql string, args []any, settings ...string) map[string]int {
 	t.Helper()
 	read := map[string]int{}
-	walkPlan(explainPlan(t, e, db, sql, args, settings...), func(n planNode) {
+	walkPlan(explainPlan(t, e, db, sql, args, settings...).Plan, func(n planNode) {
 		if n.Relation != "" && n.Node != "ModifyTable" { // scans only: not the rows written
 			read[n.Relation] += int((n.Rows + n.Filtered) * n.Loops)
 		}
@@ -347,11 +348,18 @@ func walkPlan(n planNode, visit func(planNode)) {
 	}
 }
 
-// explainPlan is the plan of sql as EXPLAIN ANALYZE ran it, after settings, in a transaction of
-// db it rolls back.
+// explained is what EXPLAIN (ANALYZE, FORMAT JSON) tells of one statement: its plan, and its
+// JIT compilation when PostgreSQL compiled it (nil otherwise).
+type explained struct {
+	Plan planNode        `json:"Plan"`
+	JIT  json.RawMessage `json:"JIT"`
+}
+
+// explainPlan is sql as EXPLAIN ANALYZE ran it, after settings, in a transaction of db it rolls
+// back.
 func explainPlan(t *testing.T, e *storeEnv, db interface {
 	Begin(context.Context) (pgx.Tx, error)
-}, sql string, args []any, settings ...string) planNode {
+}, sql string, args []any, settings ...string) explained {
 	t.Helper()
 	tx, err := db.Begin(e.ctx)
 	if err != nil {
@@ -363,13 +371,11 @@ func explainPlan(t *testing.T, e *storeEnv, db interface {
 			t.Fatal(err)
 		}
 	}
-	var plan []struct {
-		Plan planNode `json:"Plan"`
-	}
+	var plan []explained
 	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
-	return plan[0].Plan
+	return plan[0]
 }
 
 type planNode struct {

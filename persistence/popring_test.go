@@ -204,6 +204,33 @@ func TestPopReportsHowFarItSearchedBeforeItClaims(t *testing.T) {
 	}
 }
 
+// A pop's first step reads a stretch of the ring sized to the partitions it wants, eight
+// for each, up to a chunk: a pop that wants one partition of a queue whose partitions
+// mostly have data finds one among the first few, and read 32 cursors for it before. Where
+// the partitions ahead are empty, the report after the first step names the last it read.
+func TestFirstStepReadsWhatThePopWants(t *testing.T) {
+	for _, c := range []struct {
+		want  int
+		first string
+	}{{1, "p0007"}, {3, "p0023"}, {10, "p0031"}} {
+		e := newStoreEnv(t)
+		e.fillPartitions("q", 100, 1)
+		drain, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 99, Partitions: 99, AutoAck: true})
+		if n := len(drain.Messages); n != 99 {
+			t.Fatalf("the drain took %d messages, want 99", n)
+		}
+		var reports []string
+		res, _ := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1, Partitions: c.want,
+			Searched: func(pos persistence.RingPosition) { reports = append(reports, pos.Partition) }})
+		if ids := txIDs(res.Messages); !slices.Equal(ids, []string{"p0099/1"}) {
+			t.Fatalf("want %d: the pop delivered %v, want [p0099/1]", c.want, ids)
+		}
+		if len(reports) == 0 || reports[0] != c.first {
+			t.Errorf("want %d: the pop reported %v; the first step should have read up to %s", c.want, reports, c.first)
+		}
+	}
+}
+
 // A wildcard pop does not wait for a partition's row that another transaction holds (an ack
 // locks the rows of its batch while it works): it claims the next partition instead. A pop that
 // waited would hold the rows it had claimed meanwhile, and an ack waiting for one of those

@@ -36,6 +36,10 @@ var (
 	ReleaseLeasesSQL   = releaseLeasesSQL
 )
 
+// WildcardClaims returns the settings a wildcard pop runs its claims under and the statement
+// that claims several partitions at once, for the test of its plan.
+func WildcardClaims() (settings []string, sql string) { return []string{keyedPlans}, claimManySQL }
+
 // WildcardClaim returns the settings a wildcard pop runs its claims under and the statement of
 // a claim of a partition the group has a row for (idle) or not, for the test of its plan.
 func WildcardClaim(idle bool) (settings []string, sql string) {

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -307,30 +308,61 @@ func claimLimits(cands []popCandidate, budget int) []int {
 	return limits
 }
 
-// claimSome claims cands, each reading at most its limit, in one round trip.
+// claimSome claims cands, each reading at most its limit, in one round trip: one candidate by
+// its claimStatement, several by claimManySQL.
 func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidate, limits []int, res *PopResult) error {
-	b := &pgx.Batch{}
+	if len(cands) == 1 {
+		_, err := p.claimAndRead(ctx, r, cands[0], limits[0], true, res)
+		return err
+	}
+	n := len(cands)
+	ids, groups, seeds, hasRow, lims := make([][16]byte, n), make([]string, n), make([]int64, n), make([]bool, n), make([]int32, n)
 	for i, c := range cands {
-		sql, args, err := p.claimStatement(ctx, r, c, limits[i], true)
+		_, seed, err := p.claimSeed(ctx, r, c, true)
 		if err != nil {
 			return err
 		}
-		b.Queue(sql, args...)
+		ids[i], groups[i], seeds[i], hasRow[i], lims[i] = [16]byte(c.id), r.Group, seed, c.hasRow, int32(limits[i])
 	}
-	br := p.conn.SendBatch(ctx, b)
-	for _, c := range cands {
-		rows, err := br.Query()
-		if err != nil {
-			br.Close()
-			return fmt.Errorf("cannot lease partition %s: %w", c.id, err)
-		}
-		if _, err := p.readClaim(rows, r, c, true, res); err != nil {
-			br.Close()
-			return err
-		}
-	}
-	if err := br.Close(); err != nil {
+	rows, err := p.conn.Query(ctx, claimManySQL, ids, groups, seeds, hasRow, lims, r.LeaseID, leaseSeconds(cands[0]), cands[0].delay)
+	if err != nil {
 		return fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
+	}
+	reads := make([]*claimRead, n)
+	for i, c := range cands {
+		reads[i] = p.newClaimRead(r, c, true, res)
+	}
+	last := 0
+	for rows.Next() {
+		if last == 0 {
+			if err := binaryColumns(rows.FieldDescriptions()); err != nil {
+				rows.Close()
+				return fmt.Errorf("cannot read the partitions of %s: %w", r.Queue, err)
+			}
+		}
+		v := rows.RawValues()
+		ord := 0
+		if len(v[0]) == 8 {
+			ord = int(binary.BigEndian.Uint64(v[0]))
+		}
+		// The rows of each claim come together, in candidate order: the messages of each
+		// partition are appended after the previous partition's.
+		if ord < max(last, 1) || ord > n {
+			rows.Close()
+			return fmt.Errorf("cannot read the partitions of %s: a row of claim %d after claim %d", r.Queue, ord, last)
+		}
+		last = ord
+		if err := reads[ord-1].row(v[1:]); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
+	}
+	for _, cr := range reads {
+		cr.finish()
 	}
 	return nil
 }

@@ -508,3 +508,40 @@ func TestClaimPlansMadeOnEmptyTablesReadByIndex(t *testing.T) {
 		})
 	}
 }
+
+// The statement that claims several partitions at once runs on a generic plan too: made while
+// the queue held two messages, it must still probe each candidate's cursor by its key and read
+// each partition's window from the segment index once the partitions hold thousands of
+// messages among thousands of partitions and cursors, one candidate with a cursor row and one
+// without.
+func TestClaimOfManyPlanMadeOnEmptyTablesReadsByIndex(t *testing.T) {
+	const limit = 10
+	e := newStoreEnv(t)
+	idle := e.push(items("q", "idle", "fill", "i1")...)[0].PartitionID
+	fresh := e.push(items("q", "fresh", "fill", "f1")...)[0].PartitionID
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group) VALUES ($1, $2)`, idle, persistence.QueueMode)
+	settings, sql := persistence.WildcardClaims()
+	conn := e.prepareOnBrokerConn("claims", sql)
+	// The idle partition's seed is the last_seq the search saw, the fresh one's the cursor its
+	// new row starts at.
+	execute := func(idleSeen, freshStart int64) string {
+		return fmt.Sprintf("EXECUTE claims(ARRAY['%s', '%s']::uuid[], ARRAY['%s', '%s'], ARRAY[%d, %d]::int8[], ARRAY[true, false], ARRAY[%d, %d], '%s', 60, 0)",
+			idle, fresh, persistence.QueueMode, persistence.QueueMode, idleSeen, freshStart, limit, limit, uuid.New())
+	}
+	explainReads(t, e, conn, execute(1, 0), nil, settings...) // makes the plan
+
+	e.insertMessages(`SELECT p, s::int8, 'm' || s FROM unnest(ARRAY[$1::uuid, $2::uuid]) p, generate_series(2, 5000) s`, idle, fresh)
+	e.exec(`INSERT INTO queen.partitions (queue_id, name) SELECT p.queue_id, 'x' || g FROM queen.partitions p, generate_series(1, 2000) g WHERE p.name = 'idle'`)
+	e.insertMessages(`SELECT p.id, s::int8, 'm' || s FROM queen.partitions p, generate_series(1, 3) s WHERE p.name LIKE 'x%'`)
+	e.exec(`INSERT INTO queen.partition_consumers (partition_id, consumer_group)
+		SELECT p.id, g FROM queen.partitions p, unnest(ARRAY['__QUEUE_MODE__', 'g1', 'g2']) g WHERE p.name LIKE 'x%'`)
+
+	read := explainReads(t, e, conn, execute(5000, 100), nil, settings...)
+	// Each claim reads its window (each message a segment of its own here, and the sort of a
+	// segment's messages may read the one after) and the idle row is read to lock it and to
+	// update it.
+	if read["segments"] < 2*limit || read["segments"] > 2*(limit+1) || read["partition_consumers"] > 2 {
+		t.Errorf("two claims of %d messages read %d segments and %d cursors; want %d to %d and at most 2",
+			limit, read["segments"], read["partition_consumers"], 2*limit, 2*(limit+1))
+	}
+}

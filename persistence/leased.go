@@ -44,8 +44,12 @@ func (l *leasedMessages) remember(lease uuid.UUID, msgs []Message) {
 	defer l.mu.Unlock()
 	for i := 0; i < len(msgs); {
 		k := leaseKey{id, msgs[i].Partition.ID}
-		seqs := make(map[string]int64)
-		for ; i < len(msgs) && msgs[i].Partition.ID == k.partition; i++ {
+		end := i + 1
+		for end < len(msgs) && msgs[end].Partition.ID == k.partition {
+			end++
+		}
+		seqs := make(map[string]int64, end-i) // sized once: a claim delivers up to thousands
+		for ; i < end; i++ {
 			seqs[msgs[i].TransactionID] = msgs[i].Seq
 		}
 		l.forgetLocked(k)

@@ -1,4 +1,4 @@
-package http
+package jsonscan
 
 import (
 	"bytes"
@@ -8,10 +8,10 @@ import (
 // maxJSONNesting is the depth encoding/json's scanner refuses past.
 const maxJSONNesting = 10000
 
-// validJSON reports whether b is one JSON value, accepting exactly what json.Valid accepts (a
+// Valid reports whether b is one JSON value, accepting exactly what json.Valid accepts (a
 // fuzz target compares the two). It exists for speed: json.Valid calls a state function for
 // every byte, where this is a plain loop over strings, most of a push body.
-func validJSON(b []byte) bool {
+func Valid(b []byte) bool {
 	v := jsonValidator{b: b}
 	v.space()
 	if !v.value(0) {

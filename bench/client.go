@@ -254,7 +254,16 @@ func (p popParams) path() string {
 
 // pop returns the delivered messages; an empty answer (nothing available, long-poll timeout)
 // is no error.
-func (h *conn) pop(path string) ([]popMsg, error) { return popAs[popMsg](h, path) }
+func (h *conn) pop(path string) ([]popMsg, error) {
+	b, err := h.do("GET", path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if msgs, ok := scanPop(b); ok {
+		return msgs, nil
+	}
+	return decodePop[popMsg](b)
+}
 
 // popAs is pop for messages that do not carry the bench payload (a stream's sink summaries).
 func popAs[M any](h *conn, path string) ([]M, error) {
@@ -262,6 +271,11 @@ func popAs[M any](h *conn, path string) ([]M, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodePop[M](b)
+}
+
+// decodePop reads a pop answer with encoding/json.
+func decodePop[M any](b []byte) ([]M, error) {
 	if len(b) == 0 {
 		return nil, nil // the reference omits empty bodies
 	}
@@ -312,9 +326,11 @@ func (h *conn) ack(body []byte, n int) (failed int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	var res []ackResult
-	if err := json.Unmarshal(b, &res); err != nil {
-		return 0, fmt.Errorf("cannot decode ack answer %.200q: %w", b, err)
+	res, ok := scanAcks(b)
+	if !ok {
+		if err := json.Unmarshal(b, &res); err != nil {
+			return 0, fmt.Errorf("cannot decode ack answer %.200q: %w", b, err)
+		}
 	}
 	if len(res) != n {
 		return 0, fmt.Errorf("ack of %d messages answered %d results: %.200q", n, len(res), b)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync"
 
 	"queen/jsonscan"
 	"queen/persistence"
@@ -30,6 +31,35 @@ func inField(prefix string, err error) error {
 	return err
 }
 
+// scratch holds a decode's entries until their number is known, so the slice handed on is
+// allocated once, at its length: appending to an empty slice allocated 2.5 times the entries
+// of a push of 100, and the items and acks so grown were a sixth of everything the broker
+// allocated in bench cost.
+type scratch[T any] struct{ pool sync.Pool }
+
+func (s *scratch[T]) get() *[]T {
+	if p, ok := s.pool.Get().(*[]T); ok {
+		return p
+	}
+	return new([]T)
+}
+
+// keep returns a copy of the entries the decode appended to *p, never nil, and gives p back.
+// The entries point into the request's body: they are cleared before p goes back.
+func (s *scratch[T]) keep(p *[]T) []T {
+	out := make([]T, len(*p))
+	copy(out, *p)
+	clear(*p)
+	*p = (*p)[:0]
+	s.pool.Put(p)
+	return out
+}
+
+var (
+	pushScratch scratch[pushItem]
+	ackScratch  scratch[persistence.AckItem]
+)
+
 var pushFields = []string{"queue", "partition", "payload", "data", "transactionId", "traceId"}
 
 // fastPush decodes a push body of the common shape; handled is false when decodePush must
@@ -46,6 +76,7 @@ func fastPush(body []byte) (items []pushItem, handled bool, err error) {
 	}
 	list := top[0]
 	fields := make([]json.RawMessage, len(pushFields))
+	decoded := pushScratch.get()
 	_, ok := jsonscan.Array(list, 0, func(n, at int) (int, bool) {
 		clear(fields)
 		end, ok := jsonscan.Fields(list, at, pushFields, fields)
@@ -60,17 +91,15 @@ func fastPush(body []byte) (items []pushItem, handled bool, err error) {
 		if ierr != nil {
 			err = inField("items["+strconv.Itoa(n)+"].", ierr)
 		}
-		items = append(items, it)
+		*decoded = append(*decoded, it)
 		return end, true
 	})
+	items = pushScratch.keep(decoded)
 	if !ok {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, true, err
-	}
-	if items == nil {
-		items = []pushItem{}
 	}
 	return items, true, nil
 }
@@ -91,6 +120,7 @@ func fastAckBatch(body []byte) (acks []persistence.AckItem, handled bool, err er
 	group, gerr := stringField(top[0], "consumerGroup", "")
 	list := top[1]
 	fields := make([]json.RawMessage, len(ackFields))
+	decoded := ackScratch.get()
 	_, ok := jsonscan.Array(list, 0, func(n, at int) (int, bool) {
 		clear(fields)
 		end, ok := jsonscan.Fields(list, at, ackFields, fields)
@@ -99,13 +129,18 @@ func fastAckBatch(body []byte) (acks []persistence.AckItem, handled bool, err er
 		}
 		raw := ackJSON{TransactionID: fields[0], PartitionID: fields[1], Status: fields[2], ConsumerGroup: fields[3],
 			LeaseID: fields[4], Error: fields[5]}
-		a, aerr := decodeAck(&raw, "", group) // see fastPush on the position
+		var prev *persistence.AckItem
+		if n > 0 {
+			prev = &(*decoded)[n-1]
+		}
+		a, aerr := decodeAckAfter(&raw, "", group, prev) // see fastPush on the position
 		if aerr != nil {
 			err = inField("acknowledgments["+strconv.Itoa(n)+"].", aerr)
 		}
-		acks = append(acks, a)
+		*decoded = append(*decoded, a)
 		return end, true
 	})
+	acks = ackScratch.keep(decoded)
 	switch {
 	case !ok:
 		return nil, false, nil
@@ -113,8 +148,6 @@ func fastAckBatch(body []byte) (acks []persistence.AckItem, handled bool, err er
 		return nil, true, gerr
 	case err != nil:
 		return nil, true, err
-	case acks == nil:
-		return []persistence.AckItem{}, true, nil
 	}
 	return acks, true, nil
 }

@@ -356,6 +356,9 @@ func arrayField(raw json.RawMessage, name string) ([]json.RawMessage, error) {
 
 // uuidField is a required string holding a UUID.
 func uuidField(raw json.RawMessage, name string) (uuid.UUID, error) {
+	if id, ok := plainUUID(raw); ok {
+		return id, nil
+	}
 	s, err := stringField(raw, name, "")
 	if err != nil {
 		return uuid.Nil, err

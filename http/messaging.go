@@ -77,12 +77,7 @@ func jsonString(s *string) json.RawMessage {
 // struct's order, omitempty as tagged; a test compares the two), by hand: json.Marshal of the
 // answer was 6 % of the broker's CPU in the cost cycle.
 func appendPushResults(buf []byte, out []pushResultJSON) []byte {
-	buf = append(buf, '[')
-	for i := range out {
-		r := &out[i]
-		if i > 0 {
-			buf = append(buf, ',')
-		}
+	return appendArray(buf, out, func(buf []byte, r *pushResultJSON) []byte {
 		buf = append(buf, '{')
 		if r.Error != "" {
 			buf = append(buf, `"error":`...)
@@ -101,7 +96,18 @@ func appendPushResults(buf []byte, out []pushResultJSON) []byte {
 		buf = appendRawField(buf, `,"trace_id":`, r.TraceID)
 		buf = appendStringField(buf, `,"transactionId":`, r.TransactionIDCamel)
 		buf = append(buf, `,"transaction_id":`...)
-		buf = append(appendJSONString(buf, r.TransactionID), '}')
+		return append(appendJSONString(buf, r.TransactionID), '}')
+	})
+}
+
+// appendArray appends out as a JSON array, each entry written by appendOne.
+func appendArray[T any](buf []byte, out []T, appendOne func([]byte, *T) []byte) []byte {
+	buf = append(buf, '[')
+	for i := range out {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendOne(buf, &out[i])
 	}
 	return append(buf, ']')
 }
@@ -551,8 +557,35 @@ func (s *Server) acknowledge(ctx *fasthttp.RequestCtx, items []persistence.AckIt
 			}
 		}
 	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	setBuiltBody(ctx, 160*len(out), func(b []byte) []byte { return appendAckResults(b, out) })
 	return nil
+}
+
+// appendAckResults appends the answer of an ack batch as encoding/json writes it (a test
+// compares the two), by hand as appendPushResults does: json.Marshal of it was 3 % of the
+// broker's CPU in the cost cycle.
+func appendAckResults(buf []byte, out []ackResultJSON) []byte {
+	return appendArray(buf, out, func(buf []byte, r *ackResultJSON) []byte {
+		buf = append(buf, `{"dlq":`...)
+		buf = strconv.AppendBool(buf, r.DLQ)
+		buf = appendNullableString(append(buf, `,"error":`...), r.Error)
+		buf = strconv.AppendInt(append(buf, `,"index":`...), int64(r.Index), 10)
+		buf = strconv.AppendBool(append(buf, `,"leaseReleased":`...), r.LeaseReleased)
+		buf = appendNullableString(append(buf, `,"partitionName":`...), r.PartitionName)
+		buf = appendNullableString(append(buf, `,"queueName":`...), r.QueueName)
+		buf = strconv.AppendBool(append(buf, `,"success":`...), r.Success)
+		return append(appendJSONString(append(buf, `,"transactionId":`...), r.TransactionID), '}')
+	})
+}
+
+// appendNullableString appends *s as a JSON string, or null.
+func appendNullableString(buf []byte, s *string) []byte {
+	if s == nil {
+		return append(buf, "null"...)
+	}
+	return appendJSONString(buf, *s)
 }
 
 func ackResult(i int, txID string, r persistence.AckResult) ackResultJSON {

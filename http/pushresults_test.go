@@ -28,18 +28,42 @@ func FuzzPushResultsMatchJSON(f *testing.F) {
 		if err != nil {
 			t.Skip()
 		}
-		got := appendPushResults(nil, out)
-		var a, b []map[string]any
-		if err := json.Unmarshal(got, &a); err != nil {
-			t.Fatalf("%s: %v", got, err)
-		}
-		if err := json.Unmarshal(want, &b); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(a, b) || !slices.Equal(jsonKeys(got), jsonKeys(want)) {
-			t.Fatalf("by hand %s\nencoding/json %s", got, want)
-		}
+		requireSameJSON(t, appendPushResults(nil, out), want)
 	})
+}
+
+// The ack batch answer written by hand is the JSON encoding/json writes.
+func FuzzAckResultsMatchJSON(f *testing.F) {
+	f.Add(true, "boom", 3, false, "p", "q", true, "tx", true)
+	f.Add(false, "", 0, true, "", "", false, "<&\u2028\"\\\x01", false)
+	f.Fuzz(func(t *testing.T, dlq bool, errText string, index int, released bool, partition, queue string, success bool, tx string, nulls bool) {
+		r := ackResultJSON{DLQ: dlq, Index: index, LeaseReleased: released, Success: success, TransactionID: tx}
+		if !nulls {
+			r.Error, r.PartitionName, r.QueueName = &errText, &partition, &queue
+		}
+		out := []ackResultJSON{r, {Index: index + 1}}
+		want, err := json.Marshal(out)
+		if err != nil {
+			t.Skip()
+		}
+		requireSameJSON(t, appendAckResults(nil, out), want)
+	})
+}
+
+// requireSameJSON fails unless got, an array of flat objects, holds the keys of want in the
+// same order with the same values.
+func requireSameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	var a, b []map[string]any
+	if err := json.Unmarshal(got, &a); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) || !slices.Equal(jsonKeys(got), jsonKeys(want)) {
+		t.Fatalf("by hand %s\nencoding/json %s", got, want)
+	}
 }
 
 // jsonKeys lists the keys of each object of a JSON array of flat objects, in order.

@@ -263,7 +263,9 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 		br.Close()
 		return nil, fmt.Errorf("cannot lock partitions: %w", err)
 	}
-	existing := map[dedupKey]uuid.UUID{}
+	// Every item stored goes into existing (a later item with the same transactionId is a
+	// duplicate): sized once instead of grown.
+	existing := make(map[dedupKey]uuid.UUID, len(items))
 	if o.lookUp {
 		rows, err = br.Query()
 		if err != nil {

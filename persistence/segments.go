@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -76,14 +77,6 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 
 		anyTrace, anyEnc, anySub bool
 	)
-	// The ids, transactionIds and payloads go as encoded arrays, in one allocation cut into
-	// three, each capped at its own size.
-	idsSize := arrayHeaderSize + b.n*(arrayElementSize+16)
-	txSize := arrayHeaderSize + b.n*arrayElementSize + b.txBytes
-	buf := make([]byte, 0, idsSize+txSize+arrayHeaderSize+b.n*arrayElementSize+b.payloadBytes)
-	ids := appendArrayHeader(buf[:0:idsSize], pgtype.UUIDOID, b.n)
-	txIDs := appendArrayHeader(buf[idsSize:idsSize:idsSize+txSize], pgtype.TextOID, b.n)
-	payloads := appendArrayHeader(buf[idsSize+txSize:idsSize+txSize], pgtype.TextOID, b.n)
 	n := 0
 	for _, pid := range b.order {
 		r := b.parts[pid]
@@ -95,9 +88,6 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			segFrom = append(segFrom, int32(n+1))
 			segTo = append(segTo, int32(n+end-start))
 			for _, m := range r.msgs[start:end] {
-				ids = appendArrayElement(ids, m.id[:])
-				txIDs = appendArrayElement(txIDs, m.txID)
-				payloads = appendArrayElement(payloads, m.payload)
 				traces = append(traces, pgtype.UUID{Bytes: m.trace.UUID, Valid: m.trace.Valid})
 				enc = append(enc, m.encrypted)
 				subs = append(subs, pgtype.Text{String: m.sub, Valid: m.sub != ""})
@@ -128,5 +118,48 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 			RETURNING partition_id, first_seq, transaction_ids)
 		INSERT INTO queen.message_transactions (partition_id, transaction_id, seq)
 		SELECT s.partition_id, t.tx, s.first_seq + t.i - 1 FROM s, unnest(s.transaction_ids) WITH ORDINALITY AS t(tx, i)`,
-		segPart, segFirst, segLast, segFrom, segTo, encodedArray(ids), encodedArray(txIDs), traces, encodedArray(payloads), enc, subs)
+		segPart, segFirst, segLast, segFrom, segTo, segmentColumn{b, columnIDs}, segmentColumn{b, columnTransactionIDs}, traces,
+		segmentColumn{b, columnPayloads}, enc, subs)
+}
+
+// segmentColumn is one of the per-message arrays of a push's segments, written by pgx when it
+// sends the statement (see arrayWriter): every message of the push, in the order of the
+// segments (a partition's run after another, each in sequence order).
+type segmentColumn struct {
+	b   *segmentBuilder
+	col int
+}
+
+const (
+	columnIDs = iota
+	columnTransactionIDs
+	columnPayloads
+)
+
+func (c segmentColumn) appendArray(buf []byte) []byte {
+	elem, size := uint32(pgtype.TextOID), arrayHeaderSize+c.b.n*arrayElementSize
+	switch c.col {
+	case columnIDs:
+		elem, size = pgtype.UUIDOID, size+c.b.n*16
+	case columnTransactionIDs:
+		size += c.b.txBytes
+	case columnPayloads:
+		size += c.b.payloadBytes
+	}
+	buf = appendArrayHeader(slices.Grow(buf, size), elem, c.b.n)
+	for _, pid := range c.b.order {
+		msgs := c.b.parts[pid].msgs
+		for i := range msgs {
+			m := &msgs[i]
+			switch c.col {
+			case columnIDs:
+				buf = appendArrayElement(buf, m.id[:])
+			case columnTransactionIDs:
+				buf = appendArrayElement(buf, m.txID)
+			case columnPayloads:
+				buf = appendArrayElement(buf, m.payload)
+			}
+		}
+	}
+	return buf
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"queen/jsonscan"
 )
 
 // checkBody applies the boundary's string rules to every key and string value of a JSON body,
@@ -210,6 +212,12 @@ func (w *bodyWalker) str(isKey bool, limit int) ([]byte, bool) {
 	w.i++ // opening quote
 	start, runes, plain := w.i, 0, true
 	for w.i < len(w.b) {
+		// The plain run first, eight bytes at a time: one byte, one character.
+		j := jsonscan.PlainRun(w.b, w.i)
+		runes += j - w.i
+		if w.i = j; w.i >= len(w.b) {
+			break
+		}
 		c := w.b[w.i]
 		switch {
 		case c == '"':

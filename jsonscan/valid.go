@@ -201,3 +201,21 @@ func (v *jsonValidator) literal(word string) bool {
 	v.i += len(word)
 	return true
 }
+
+// PlainRun returns the index of the first byte at or after b[i] that is a '"', a '\\', a
+// control character or part of a multi-byte UTF-8 sequence: the bytes before it are
+// characters of a string that need no decoding, one byte each. It reads eight bytes at a time,
+// for readers that look at every character of a string (it does not need valid JSON).
+func PlainRun(b []byte, i int) int {
+	const highs = 0x8080808080808080
+	for i+8 <= len(b) {
+		if w := binary.LittleEndian.Uint64(b[i:]); strSpecial(w) || w&highs != 0 {
+			break
+		}
+		i += 8
+	}
+	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 && b[i] < 0x80 {
+		i++
+	}
+	return i
+}

@@ -44,3 +44,22 @@ func TestValidJSONStringAtEveryOffset(t *testing.T) {
 		}
 	}
 }
+
+// PlainRun stops at the first byte a string reader must look at, wherever it falls in the
+// eight-byte words it reads.
+func FuzzPlainRunStopsAtTheFirstSpecialByte(f *testing.F) {
+	f.Add([]byte(`abcdefghijklmnopqrstuvwxyz"`), 0)
+	f.Add([]byte("0123456789\\n\x01é"), 3)
+	f.Fuzz(func(t *testing.T, b []byte, i int) {
+		if i < 0 || i > len(b) {
+			t.Skip()
+		}
+		want := i
+		for want < len(b) && b[want] != '"' && b[want] != '\\' && b[want] >= 0x20 && b[want] < 0x80 {
+			want++
+		}
+		if got := PlainRun(b, i); got != want {
+			t.Fatalf("PlainRun(%q, %d) = %d, want %d", b, i, got, want)
+		}
+	})
+}

@@ -204,12 +204,15 @@ func (v *jsonValidator) literal(word string) bool {
 
 // PlainRun returns the index of the first byte at or after b[i] that is a '"', a '\\', a
 // control character or part of a multi-byte UTF-8 sequence: the bytes before it are
-// characters of a string that need no decoding, one byte each. It reads eight bytes at a time,
-// for readers that look at every character of a string (it does not need valid JSON).
-func PlainRun(b []byte, i int) int {
+// characters of a string that need no decoding or escaping, one byte each. It reads eight
+// bytes at a time, for readers and writers that look at every character of a string (it does
+// not need valid JSON).
+func PlainRun[T ~string | ~[]byte](b T, i int) int {
 	const highs = 0x8080808080808080
 	for i+8 <= len(b) {
-		if w := binary.LittleEndian.Uint64(b[i:]); strSpecial(w) || w&highs != 0 {
+		w := uint64(b[i]) | uint64(b[i+1])<<8 | uint64(b[i+2])<<16 | uint64(b[i+3])<<24 |
+			uint64(b[i+4])<<32 | uint64(b[i+5])<<40 | uint64(b[i+6])<<48 | uint64(b[i+7])<<56
+		if strSpecial(w) || w&highs != 0 {
 			break
 		}
 		i += 8

@@ -61,5 +61,8 @@ func FuzzPlainRunStopsAtTheFirstSpecialByte(f *testing.F) {
 		if got := PlainRun(b, i); got != want {
 			t.Fatalf("PlainRun(%q, %d) = %d, want %d", b, i, got, want)
 		}
+		if got := PlainRun(string(b), i); got != want {
+			t.Fatalf("PlainRun of the string %q, %d = %d, want %d", b, i, got, want)
+		}
 	})
 }

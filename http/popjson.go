@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -21,14 +22,31 @@ func appendPopBody(buf []byte, req persistence.PopRequest, res persistence.PopRe
 	buf = append(buf, `,"leaseId":`...)
 	buf = appendJSONString(buf, leaseID)
 	buf = append(buf, `,"messages":[`...)
-	for i, m := range res.Messages {
+	// What the messages of one pop repeat is escaped and formatted once: the group and lease
+	// for the whole pop, the partition while it is the same, the time for a segment's messages,
+	// which share it (formatting it per message was 2 % of the broker's CPU in bench cost).
+	head := append(appendJSONString([]byte(`{"consumerGroup":`), req.Group), `,"createdAt":"`...)
+	lease := append(appendJSONString([]byte(`,"leaseId":`), leaseID), `,"partition":`...)
+	var (
+		atBuf, partBuf [80]byte
+		at, part       []byte
+		lastAt         time.Time
+		lastPart       uuid.UUID
+	)
+	for i := range res.Messages {
+		m := &res.Messages[i]
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, `{"consumerGroup":`...)
-		buf = appendJSONString(buf, req.Group)
-		buf = append(buf, `,"createdAt":"`...)
-		buf = m.CreatedAt.UTC().AppendFormat(buf, timeFormat)
+		if at == nil || !m.CreatedAt.Equal(lastAt) {
+			at, lastAt = m.CreatedAt.UTC().AppendFormat(atBuf[:0], timeFormat), m.CreatedAt
+		}
+		if part == nil || m.Partition.ID != lastPart {
+			part = appendJSONString(partBuf[:0], m.Partition.Name)
+			part = appendUUID(append(part, `,"partitionId":`...), m.Partition.ID)
+			lastPart = m.Partition.ID
+		}
+		buf = append(append(buf, head...), at...)
 		buf = append(buf, `","data":`...)
 		if len(m.Payload) == 0 {
 			buf = append(buf, "null"...)
@@ -37,12 +55,7 @@ func appendPopBody(buf []byte, req persistence.PopRequest, res persistence.PopRe
 		}
 		buf = append(buf, `,"id":`...)
 		buf = appendUUID(buf, m.ID)
-		buf = append(buf, `,"leaseId":`...)
-		buf = appendJSONString(buf, leaseID)
-		buf = append(buf, `,"partition":`...)
-		buf = appendJSONString(buf, m.Partition.Name)
-		buf = append(buf, `,"partitionId":`...)
-		buf = appendUUID(buf, m.Partition.ID)
+		buf = append(append(buf, lease...), part...)
 		buf = append(buf, `,"producerSub":`...)
 		if m.ProducerSub == "" {
 			buf = append(buf, "null"...)

@@ -16,14 +16,23 @@ func TestAppendPopBodyMatchesEncodingJSON(t *testing.T) {
 	pid, mid := uuid.New(), uuid.New()
 	trace := uuid.New()
 	req := persistence.PopRequest{Queue: persistence.QueueName{Name: "q\"uo\\te"}, Group: "g\u0001 ☃ \xff"}
+	other := persistence.Partition{ID: uuid.New(), Name: "p2"}
 	res := persistence.PopResult{
-		Partitions: []persistence.Partition{{ID: pid, Name: "p\n1"}, {ID: uuid.New(), Name: "p2"}},
+		Partitions: []persistence.Partition{{ID: pid, Name: "p\n1"}, other},
 		Messages: []persistence.Message{
 			{ID: mid, TransactionID: "tx\t1", Payload: json.RawMessage(`{"a": [1, 2.5e10, "x"], "b": null}`),
 				CreatedAt: time.Date(2026, 11, 29, 18, 33, 7, 316927000, time.UTC),
 				TraceID:   uuid.NullUUID{UUID: trace, Valid: true}, ProducerSub: "user-7",
 				Partition: persistence.Partition{ID: pid, Name: "p\n1"}},
 			{ID: uuid.New(), TransactionID: "tx2", Payload: json.RawMessage(`"s"`), CreatedAt: time.Now(),
+				Partition: persistence.Partition{ID: pid, Name: "p\n1"}},
+			// A message of another partition with the first one's time, then the first
+			// partition again: the encoder formats a time and a partition once while they
+			// repeat, and must notice each change.
+			{ID: uuid.New(), TransactionID: "tx3", Payload: json.RawMessage(`3`),
+				CreatedAt: time.Date(2026, 11, 29, 18, 33, 7, 316927000, time.UTC), Partition: other},
+			{ID: uuid.New(), TransactionID: "tx4", Payload: json.RawMessage(`4`),
+				CreatedAt: time.Date(2026, 11, 29, 18, 33, 7, 316928000, time.UTC),
 				Partition: persistence.Partition{ID: pid, Name: "p\n1"}},
 		},
 	}

@@ -152,18 +152,23 @@ func decodePushJSON(body []byte) ([]pushItem, error) {
 
 // decodePushItem validates one item; prefix names its position in error messages.
 func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
+	return decodePushItemAfter(raw, prefix, nil)
+}
+
+// decodePushItemAfter is decodePushItem for an item of a push whose previous item is prev (nil
+// for the first): an item naming the same queue or partition as prev shares its string, as the
+// items of a push mostly do.
+func decodePushItemAfter(raw *pushItemJSON, prefix string, prev *pushItem) (pushItem, error) {
 	var it pushItem
 	var err error
-	if it.sentQueue, err = nameField(raw.Queue, prefix+"queue"); err != nil {
+	if prev != nil && sameString(raw.Queue, prev.sentQueue) {
+		it.sentQueue = prev.sentQueue
+	} else if it.sentQueue, err = nameField(raw.Queue, prefix+"queue"); err != nil {
 		return it, err
 	}
-	if it.Partition, err = stringField(raw.Partition, prefix+"partition", "Default"); err != nil {
-		return it, err
-	}
-	if it.Partition == "" {
-		return it, badf(prefix + "partition must not be empty")
-	}
-	if err = checkLen(it.Partition, prefix+"partition"); err != nil {
+	if prev != nil && sameString(raw.Partition, prev.Partition) {
+		it.Partition = prev.Partition
+	} else if it.Partition, err = partitionField(raw.Partition, prefix+"partition"); err != nil {
 		return it, err
 	}
 	if it.TransactionID, err = stringField(raw.TransactionID, prefix+"transactionId", ""); err != nil {
@@ -194,6 +199,18 @@ func decodePushItem(raw *pushItemJSON, prefix string) (pushItem, error) {
 		return it, err
 	}
 	return it, nil
+}
+
+// partitionField is a push item's partition: "Default" when absent, never empty.
+func partitionField(raw json.RawMessage, name string) (string, error) {
+	p, err := stringField(raw, name, "Default")
+	switch {
+	case err != nil:
+		return "", err
+	case p == "":
+		return "", badf(name + " must not be empty")
+	}
+	return p, checkLen(p, name)
 }
 
 // sanitizePayload returns the payload in a form PostgreSQL's jsonb accepts, or a 400: payloads

@@ -87,7 +87,11 @@ func fastPush(body []byte) (items []pushItem, handled bool, err error) {
 			TransactionID: fields[4], TraceID: fields[5]}
 		// The item's position is put in front of an error's text only when there is one:
 		// building "items[n].field" for every field cost more than the rest of the decode.
-		it, ierr := decodePushItem(&raw, "")
+		var prev *pushItem
+		if n > 0 {
+			prev = &(*decoded)[n-1]
+		}
+		it, ierr := decodePushItemAfter(&raw, "", prev)
 		if ierr != nil {
 			err = inField("items["+strconv.Itoa(n)+"].", ierr)
 		}

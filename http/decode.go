@@ -362,9 +362,10 @@ func decodeAck(raw *ackJSON, prefix, group string) (persistence.AckItem, error) 
 }
 
 // decodeAckAfter is decodeAck for an item of a batch whose previous item is prev (nil for the
-// first): an item naming the same lease or error as prev shares its string. The acks of a
-// batch repeat their lease, and a string for each, with one for the partition id and one for
-// the status, were half of what decoding an ack batch allocated.
+// first): an item naming the same lease or error as prev shares its string. An item made four
+// strings (transactionId, partition id, status, lease), of which only the transactionId is
+// the item's own: the acks of a batch repeat their lease, and the partition id and status are
+// read without a string.
 func decodeAckAfter(raw *ackJSON, prefix, group string, prev *persistence.AckItem) (persistence.AckItem, error) {
 	var a persistence.AckItem
 	var err error

@@ -22,6 +22,12 @@ import (
 // defaultMemoryLimit is the soft memory limit when GOMEMLIMIT is not set.
 const defaultMemoryLimit = 48 << 20
 
+// defaultGCPercent is the collector's GOGC when the environment does not set one. Under bench
+// cost the live heap is 8-10 MB: at 100 a cycle started every 10 MB of allocation, at 300 the
+// soft limit starts it, at a goal of about 36 MB, so the collector runs about a third as often
+// within the same RSS ceiling (docs/performance.md, ninth round). GOGC, when set, wins.
+const defaultGCPercent = 300
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "queen:", err)
@@ -42,6 +48,9 @@ func run() error {
 	// and the scavenger hand it back. GOMEMLIMIT, when set, wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
 	}
 
 	// Message and lease ids take their randomness from crypto/rand in blocks of a few KB

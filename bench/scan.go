@@ -10,8 +10,8 @@ import (
 
 // The bench's consumers decoded every pop answer with encoding/json, which was 72 % of the
 // bench's own CPU in pop+ack: a third of this machine's two cores, taken from the broker and
-// PostgreSQL it measures. scanPop and scanAcks check an answer (jsonscan.Valid), read its
-// common shape in one scan (jsonscan) and give up on anything else, which then goes to
+// PostgreSQL it measures. scanPop and scanAcks read an answer's common shape in one pass that
+// also checks its syntax (jsonscan) and give up on anything else, which then goes to
 // encoding/json as before: they return what json.Unmarshal would, or false
 // (FuzzScanMatchesJSON).
 
@@ -25,11 +25,55 @@ var (
 // scanPop reads a pop answer as decodePop does; false when it cannot, or when decodePop would
 // fail (the error is decodePop's to word).
 func scanPop(b []byte) ([]popMsg, bool) {
-	if len(b) == 0 || !jsonscan.Valid(b) {
-		return nil, false
-	}
-	top := make([]json.RawMessage, len(popAnswerFields))
-	if _, ok := jsonscan.Fields(b, 0, popAnswerFields, top); !ok {
+	top := make([]json.RawMessage, len(popAnswerFields)-1)
+	var msgs []popMsg
+	listed := false // messages is an array, not absent or null
+	fields := make([]json.RawMessage, len(popMsgFields))
+	data := make([]json.RawMessage, len(payloadFields))
+	end, ok := jsonscan.Object(b, 0, 0, popAnswerFields, func(k, at int) (int, bool) {
+		if k < len(top) {
+			end, ok := jsonscan.Value(b, at, 1)
+			top[k] = b[at:end]
+			return end, ok
+		}
+		if end, ok := jsonscan.Value(b, at, 1); ok && string(b[at:end]) == "null" {
+			return end, true
+		}
+		listed = true
+		return jsonscan.Array(b, at, 1, func(_, at int) (int, bool) {
+			clear(fields)
+			end, ok := jsonscan.Fields(b, at, 2, popMsgFields, fields)
+			if !ok {
+				return end, false
+			}
+			var m popMsg
+			var ok1, ok2, ok3, ok4 bool
+			m.TransactionID, ok1 = scanString(fields[0])
+			m.PartitionID, ok2 = scanString(fields[1])
+			m.Partition, ok3 = scanString(fields[2])
+			m.LeaseID, ok4 = scanString(fields[3])
+			if !ok1 || !ok2 || !ok3 || !ok4 {
+				return end, false
+			}
+			if d := fields[4]; d != nil && string(d) != "null" {
+				clear(data)
+				if _, ok := jsonscan.Fields(d, 0, 3, payloadFields, data); !ok {
+					return end, false
+				}
+				p, okP := scanInt(data[0])
+				s, okS := scanInt(data[1])
+				k, okK := scanInt(data[2])
+				r, okR := scanString(data[3])
+				if !okP || !okS || !okK || !okR {
+					return end, false
+				}
+				m.Data = payload{P: int(p), S: s, K: int(k), R: r}
+			}
+			msgs = append(msgs, m)
+			return end, true
+		})
+	})
+	if !ok || !jsonscan.End(b, end) {
 		return nil, false
 	}
 	success, ok := scanBool(top[0])
@@ -37,49 +81,7 @@ func scanPop(b []byte) ([]popMsg, bool) {
 	if !ok || !ok2 || !success && errText != "no_available_partition" {
 		return nil, false
 	}
-	list := top[2]
-	if list == nil || string(list) == "null" {
-		return nil, true
-	}
-	var msgs []popMsg
-	fields := make([]json.RawMessage, len(popMsgFields))
-	data := make([]json.RawMessage, len(payloadFields))
-	_, ok = jsonscan.Array(list, 0, func(_, at int) (int, bool) {
-		clear(fields)
-		end, ok := jsonscan.Fields(list, at, popMsgFields, fields)
-		if !ok {
-			return end, false
-		}
-		var m popMsg
-		var ok1, ok2, ok3, ok4 bool
-		m.TransactionID, ok1 = scanString(fields[0])
-		m.PartitionID, ok2 = scanString(fields[1])
-		m.Partition, ok3 = scanString(fields[2])
-		m.LeaseID, ok4 = scanString(fields[3])
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			return end, false
-		}
-		if d := fields[4]; d != nil && string(d) != "null" {
-			clear(data)
-			if _, ok := jsonscan.Fields(d, 0, payloadFields, data); !ok {
-				return end, false
-			}
-			p, okP := scanInt(data[0])
-			s, okS := scanInt(data[1])
-			k, okK := scanInt(data[2])
-			r, okR := scanString(data[3])
-			if !okP || !okS || !okK || !okR {
-				return end, false
-			}
-			m.Data = payload{P: int(p), S: s, K: int(k), R: r}
-		}
-		msgs = append(msgs, m)
-		return end, true
-	})
-	if !ok {
-		return nil, false
-	}
-	if msgs == nil {
+	if listed && msgs == nil {
 		msgs = []popMsg{}
 	}
 	return msgs, true
@@ -87,14 +89,11 @@ func scanPop(b []byte) ([]popMsg, bool) {
 
 // scanAcks reads an ack batch's answer, an array of results; false when it cannot.
 func scanAcks(b []byte) ([]ackResult, bool) {
-	if !jsonscan.Valid(b) {
-		return nil, false
-	}
 	var res []ackResult
 	fields := make([]json.RawMessage, len(ackResultFields))
-	_, ok := jsonscan.Array(b, 0, func(_, at int) (int, bool) {
+	end, ok := jsonscan.Array(b, 0, 0, func(_, at int) (int, bool) {
 		clear(fields)
-		end, ok := jsonscan.Fields(b, at, ackResultFields, fields)
+		end, ok := jsonscan.Fields(b, at, 1, ackResultFields, fields)
 		if !ok {
 			return end, false
 		}
@@ -112,7 +111,7 @@ func scanAcks(b []byte) ([]ackResult, bool) {
 		res = append(res, r)
 		return end, true
 	})
-	if !ok || res == nil {
+	if !ok || !jsonscan.End(b, end) || res == nil {
 		return nil, false
 	}
 	return res, true

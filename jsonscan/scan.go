@@ -1,7 +1,11 @@
 // Package jsonscan reads fields, elements and values out of a JSON document in place, without
-// decoding it: the broker's readers of push and ack-batch bodies (http/fastdecode.go) and the
-// bench's reader of pop answers take their common shapes this way and leave everything else to
-// encoding/json. Every function here expects valid JSON: check the document first.
+// decoding it, checking the document's syntax as it goes (exactly what json.Valid accepts): the
+// broker's readers of push and ack-batch bodies (http/fastdecode.go) and the bench's reader of
+// pop answers take their common shapes this way, in one pass over the bytes, and leave
+// everything else to encoding/json.
+//
+// depth is the number of arrays and objects around a value (0 for a document's top value):
+// past maxJSONNesting, as encoding/json, a document is refused.
 package jsonscan
 
 import (
@@ -9,12 +13,20 @@ import (
 	"encoding/json"
 )
 
-// Fields reads the object at b[i] (b is valid JSON) and stores the value of each field
-// named in names at the same index of out, as encoding/json would fill json.RawMessage fields.
-// It returns the index after the object, and false when the object is not one it can read
-// exactly as encoding/json would.
-func Fields(b []byte, i int, names []string, out []json.RawMessage) (int, bool) {
-	return elements(b, i, '{', '}', func(i int) (int, bool) {
+// Object reads the object at b[i] and calls field with the index in names of each field named
+// there and the index of its value, which field reads (with Value, Object or Array at depth+1)
+// and returns the index after. Every other field is checked and skipped. It returns the index
+// after the object, and false when the object is not valid JSON or is not one it can read
+// exactly as encoding/json would (a key with an escape or outside printable ASCII, a named
+// field given twice, a key that matches a name only by encoding/json's case folding), or when
+// field refused. names holds at most 64 names.
+func Object(b []byte, i, depth int, names []string, field func(k, at int) (int, bool)) (int, bool) {
+	i = SkipSpace(b, i)
+	if i >= len(b) || b[i] != '{' || depth >= maxJSONNesting {
+		return i, false
+	}
+	var seen uint64
+	return members(b, i, '}', func(i int) (int, bool) {
 		if b[i] != '"' {
 			return i, false
 		}
@@ -30,41 +42,60 @@ func Fields(b []byte, i int, names []string, out []json.RawMessage) (int, bool) 
 		if i >= len(b) || b[i] != ':' {
 			return i, false
 		}
-		start := SkipSpace(b, i+1)
-		i = SkipValue(b, start)
+		at := SkipSpace(b, i+1)
 		for k, name := range names {
 			switch {
-			case string(key) == name && out[k] == nil:
-				out[k] = b[start:i]
-				return i, true
+			case string(key) == name && seen&(1<<k) == 0:
+				seen |= 1 << k
+				return field(k, at)
 			case bytes.EqualFold(key, []byte(name)):
 				// A field given twice, or a key encoding/json would match by its own rule.
-				return i, false
+				return at, false
 			}
 		}
-		return i, true // a field the route does not read
+		return Value(b, at, depth+1) // a field the reader does not read
 	})
 }
 
-// Array calls each with the position n and the index of every element of the array at
-// b[i] (valid JSON) and returns the index after it; false when b[i] is not an array or each
-// refused an element.
-func Array(b []byte, i int, each func(n, at int) (int, bool)) (int, bool) {
+// Fields reads the object at b[i] as Object does and stores the value of each field named in
+// names at the same index of out, as encoding/json would fill json.RawMessage fields.
+func Fields(b []byte, i, depth int, names []string, out []json.RawMessage) (int, bool) {
+	return Object(b, i, depth, names, func(k, at int) (int, bool) {
+		end, ok := Value(b, at, depth+1)
+		out[k] = b[at:end]
+		return end, ok
+	})
+}
+
+// Array calls each with the position n and the index of every element of the array at b[i],
+// which each reads (at depth+1) and returns the index after; it returns the index after the
+// array, and false when b[i] is not a valid array or each refused an element.
+func Array(b []byte, i, depth int, each func(n, at int) (int, bool)) (int, bool) {
+	i = SkipSpace(b, i)
+	if i >= len(b) || b[i] != '[' || depth >= maxJSONNesting {
+		return i, false
+	}
 	n := 0
-	return elements(b, i, '[', ']', func(at int) (int, bool) {
+	return members(b, i, ']', func(at int) (int, bool) {
 		n++
 		return each(n-1, at)
 	})
 }
 
-// elements calls each with the index of every member or element of the object or array
-// (open, close) at b[i], b being valid JSON, and returns the index after it; false when b[i]
-// is not one or each refused.
-func elements(b []byte, i int, open, close byte, each func(at int) (int, bool)) (int, bool) {
-	i = SkipSpace(b, i)
-	if i >= len(b) || b[i] != open {
-		return i, false
-	}
+// Value checks the value at b[i] and returns the index after it; false when it is not valid.
+func Value(b []byte, i, depth int) (int, bool) {
+	v := jsonValidator{b: b, i: i}
+	ok := v.value(depth)
+	return v.i, ok
+}
+
+// End reports whether only spaces follow b[i:]: a document read up to i is one JSON value.
+func End(b []byte, i int) bool { return SkipSpace(b, i) == len(b) }
+
+// members calls each with the index of every member or element of the object or array whose
+// opening byte is b[i], up to close, and returns the index after it; false when the
+// punctuation between them is not JSON's or each refused.
+func members(b []byte, i int, close byte, each func(at int) (int, bool)) (int, bool) {
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == close {
 		return i + 1, true
@@ -103,57 +134,4 @@ func SkipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// SkipValue returns the index after the value that starts at b[i], b being valid JSON.
-func SkipValue(b []byte, i int) int {
-	depth := 0
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			i = skipString(b, i)
-		case '{', '[':
-			depth++
-			i++
-		case '}', ']':
-			depth--
-			i++
-		default: // a number, true, false or null
-			for i < len(b) && !endsScalar(b[i]) {
-				i++
-			}
-		}
-		if depth == 0 {
-			return i
-		}
-		i = SkipSpace(b, i)
-		if i < len(b) && (b[i] == ',' || b[i] == ':') {
-			i++
-		}
-	}
-	return i
-}
-
-func endsScalar(c byte) bool {
-	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\r' || c == '\n'
-}
-
-// skipString returns the index after the string that starts at b[i]: the first quote
-// after an even run of backslashes.
-func skipString(b []byte, i int) int {
-	start := i + 1
-	for i = start; ; {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		q, escapes := i+j, 0
-		for k := q - 1; k >= start && b[k] == '\\'; k-- {
-			escapes++
-		}
-		i = q + 1
-		if escapes%2 == 0 {
-			return i
-		}
-	}
 }

@@ -8,19 +8,9 @@ import (
 // maxJSONNesting is the depth encoding/json's scanner refuses past.
 const maxJSONNesting = 10000
 
-// Valid reports whether b is one JSON value, accepting exactly what json.Valid accepts (a
-// fuzz target compares the two). It exists for speed: json.Valid calls a state function for
-// every byte, where this is a plain loop over strings, most of a push body.
-func Valid(b []byte) bool {
-	v := jsonValidator{b: b}
-	v.space()
-	if !v.value(0) {
-		return false
-	}
-	v.space()
-	return v.i == len(b)
-}
-
+// jsonValidator checks JSON syntax, accepting exactly what json.Valid accepts (a fuzz target
+// compares the two). It exists for speed: json.Valid calls a state function for every byte,
+// where this is a plain loop over strings, most of a push body.
 type jsonValidator struct {
 	b []byte
 	i int

@@ -108,7 +108,7 @@ func (w *bodyWalker) value(depth int) {
 		w.array(depth)
 	case '"':
 		limit := maxBodyText
-		if nameKeys[string(w.key())] {
+		if nameKey(w.key()) {
 			limit = maxName
 		}
 		w.str(false, limit)
@@ -144,7 +144,7 @@ func (w *bodyWalker) object(depth int) {
 		}
 		w.i++
 		w.path = append(w.path, pathElem{key: k, index: -1})
-		if freeJSON[string(k)] {
+		if freeJSON(k) {
 			w.skip()
 		} else {
 			w.value(depth + 1)

@@ -46,17 +46,28 @@ var pathParamCaps = map[string]int{
 	"query":         maxName,
 }
 
-// nameKeys are the query keys and body fields that hold names, capped at maxName.
-var nameKeys = map[string]bool{
-	"queue": true, "partition": true, "consumerGroup": true, "group": true, "namespace": true,
-	"ns": true, "task": true, "transactionId": true, "traceName": true, "traceNames": true,
-	"partitionId": true, "leaseId": true, "workerId": true,
+// nameKey reports whether a query key or body field holds a name, capped at maxName. A switch,
+// not a map: the walk of a push body asks it for every string value, and the map's hashing
+// was a fifth of the walk in bench cost.
+func nameKey(k []byte) bool {
+	switch string(k) {
+	case "queue", "partition", "consumerGroup", "group", "namespace", "ns", "task", "transactionId",
+		"traceName", "traceNames", "partitionId", "leaseId", "workerId":
+		return true
+	}
+	return false
 }
 
-// freeJSON are the body fields whose value is the client's own JSON (message payloads, a
+// freeJSON reports whether a body field's value is the client's own JSON (message payloads, a
 // stream's state values): stored as given after the payload rules of sanitizePayload, so the
-// name rules do not apply inside them.
-var freeJSON = map[string]bool{"payload": true, "data": true, "value": true}
+// name rules do not apply inside it.
+func freeJSON(k []byte) bool {
+	switch string(k) {
+	case "payload", "data", "value":
+		return true
+	}
+	return false
+}
 
 // routeParams lists the {name} parameters of a route path and panics on a name without a cap.
 func routeParams(path string) []string {
@@ -109,7 +120,7 @@ func checkRequest(ctx *fasthttp.RequestCtx, params []string, maxItems int) error
 			return err
 		}
 		limit := maxQueryValue
-		if nameKeys[key] {
+		if nameKey(k) {
 			limit = maxName
 		}
 		if err := checkString(string(v), key, limit); err != nil {

@@ -19,13 +19,17 @@ import (
 	"queen/server"
 )
 
-// defaultMemoryLimit is the soft memory limit when GOMEMLIMIT is not set.
-const defaultMemoryLimit = 48 << 20
+// defaultMemoryLimit is the soft memory limit when GOMEMLIMIT is not set. The Go runtime's
+// memory is most of the broker's RSS, and about 11 MB come on top of it: with GOGC at 300,
+// bench mixed peaked at 55 MB with this limit against 58 MB with 48 MB, and bench all at 62 MB
+// with 48 MB, close to the 64 MB the broker is held to.
+const defaultMemoryLimit = 44 << 20
 
 // defaultGCPercent is the collector's GOGC when the environment does not set one. Under bench
-// cost the live heap is 8-10 MB: at 100 a cycle started every 10 MB of allocation, at 300 the
-// soft limit starts it, at a goal of about 36 MB, so the collector runs about a third as often
-// within the same RSS ceiling (docs/performance.md, ninth round). GOGC, when set, wins.
+// cost the live heap is 8-10 MB: at 100 a cycle started after about 10 MB of allocation, at
+// 300 the soft limit starts it, at a goal of about 32 MB (GODEBUG=gctrace=1), so the collector
+// runs about a third as often within the same RSS ceiling (docs/performance.md, ninth round).
+// GOGC, when set, wins.
 const defaultGCPercent = 300
 
 func main() {

@@ -25,19 +25,20 @@ var (
 // scanPop reads a pop answer as decodePop does; false when it cannot, or when decodePop would
 // fail (the error is decodePop's to word).
 func scanPop(b []byte) ([]popMsg, bool) {
-	top := make([]json.RawMessage, len(popAnswerFields)-1)
+	const messages = 2 // popAnswerFields[messages] is read as it is walked; the others are kept in top
+	top := make([]json.RawMessage, messages)
 	var msgs []popMsg
 	listed := false // messages is an array, not absent or null
 	fields := make([]json.RawMessage, len(popMsgFields))
 	data := make([]json.RawMessage, len(payloadFields))
 	end, ok := jsonscan.Object(b, 0, 0, popAnswerFields, func(k, at int) (int, bool) {
-		if k < len(top) {
+		if k != messages {
 			end, ok := jsonscan.Value(b, at, 1)
 			top[k] = b[at:end]
 			return end, ok
 		}
-		if end, ok := jsonscan.Value(b, at, 1); ok && string(b[at:end]) == "null" {
-			return end, true
+		if at < len(b) && b[at] == 'n' { // null, or not JSON: Value tells
+			return jsonscan.Value(b, at, 1)
 		}
 		listed = true
 		return jsonscan.Array(b, at, 1, func(_, at int) (int, bool) {

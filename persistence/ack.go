@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -68,17 +69,46 @@ type AckResult struct {
 	DLQ           bool
 }
 
-// Ack applies items in one transaction, in two round trips: BEGIN travels with the lock and
-// lookups, COMMIT with the writes.
+// Ack applies items. A batch that only completes messages of leases this broker granted is one
+// statement (ackLeased); any other, or what ackLeased could not apply, is one transaction of two
+// round trips: BEGIN travels with the lock and lookups, COMMIT with the writes.
 func (s *Store) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
-	var out []AckResult
-	err := s.pipelinedTx(ctx, "ack", func(conn *pgx.Conn) error {
-		var err error
-		out, err = ackInTx(ctx, conn, items, s.leased.lookUp(items), ackOptions{explicit: true})
-		return err
-	})
+	hits := s.leased.lookUp(items)
+	out, rest, err := s.ackLeased(ctx, items, hits)
 	if err != nil {
 		return nil, err
+	}
+	if out == nil {
+		out = make([]AckResult, len(items))
+		rest = make([]int, len(items))
+		for i := range rest {
+			rest[i] = i
+		}
+	}
+	if len(rest) > 0 {
+		sub := make([]AckItem, len(rest))
+		var known []int64
+		for j, i := range rest {
+			sub[j] = items[i]
+			if hits != nil && hits[i].seq != 0 {
+				if known == nil {
+					known = make([]int64, len(rest))
+				}
+				known[j] = hits[i].seq
+			}
+		}
+		var res []AckResult
+		err := s.pipelinedTx(ctx, "ack", func(conn *pgx.Conn) error {
+			var err error
+			res, err = ackInTx(ctx, conn, sub, known, ackOptions{explicit: true})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range rest {
+			out[i] = res[j]
+		}
 	}
 	for i, r := range out {
 		if r.LeaseReleased {
@@ -86,6 +116,144 @@ func (s *Store) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// ackLeasedSQL completes, for each (partition $1, group $2) whose lease $3 is in force, the
+// messages up to seq $4: the cursor moves there and, when that is the end of the leased batch,
+// the lease is released, as ackInTx would. A row whose lease is not in force, or whose cursor
+// already reached the end, is left alone and not returned. The rows come sorted by key, the
+// order in which the other writers of consumer rows lock them.
+const ackLeasedSQL = `UPDATE queen.partition_consumers pc SET
+		cursor_seq = GREATEST(pc.cursor_seq, v.seq),
+		total_messages_consumed = pc.total_messages_consumed + GREATEST(v.seq - pc.cursor_seq, 0),
+		last_consumed_at = CASE WHEN v.seq > pc.cursor_seq THEN now() ELSE pc.last_consumed_at END,
+		total_batches_consumed = pc.total_batches_consumed + (v.seq >= pc.lease_end_seq)::int,
+		batch_retry_count = CASE WHEN v.seq >= pc.lease_end_seq THEN 0 ELSE pc.batch_retry_count END,
+		lease_id = CASE WHEN v.seq >= pc.lease_end_seq THEN NULL ELSE pc.lease_id END,
+		lease_expires_at = CASE WHEN v.seq >= pc.lease_end_seq THEN NULL ELSE pc.lease_expires_at END,
+		lease_end_seq = CASE WHEN v.seq >= pc.lease_end_seq THEN 0 ELSE pc.lease_end_seq END
+	FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int8[]) AS v(pid, g, lease, seq)
+	WHERE pc.partition_id = v.pid AND pc.consumer_group = v.g
+	  AND pc.lease_id = v.lease AND pc.lease_expires_at > now() AND pc.cursor_seq < pc.lease_end_seq
+	RETURNING pc.partition_id, pc.consumer_group, pc.lease_id IS NULL`
+
+// leasedRow is one consumer row of an ack batch that ackLeased may apply.
+type leasedRow struct {
+	lease string
+	id    [16]byte // lease, parsed: the binary form of the statement's uuid
+	max   int64    // the highest seq acknowledged
+	items []int    // item indexes
+	seqs  []int64  // the items' seqs
+}
+
+// ackLeased applies, as one statement in its own implicit transaction, an ack batch that only
+// completes messages this broker delivered under leases it granted (hits), each message once:
+// what ackInTx does for such a batch is to move each consumer row's cursor to its highest seq
+// and release the lease at the batch's end, and the cache already knows the seqs and the names
+// the answer carries. It returns out nil when the batch is not of that kind; otherwise the
+// answers, with rest the items of rows it left alone (a lease no longer in force), which
+// ackInTx must answer. Those rows were not written, so ackInTx finds them as they were.
+func (s *Store) ackLeased(ctx context.Context, items []AckItem, hits []leasedHit) (out []AckResult, rest []int, err error) {
+	if hits == nil {
+		return nil, nil, nil
+	}
+	rows := map[consumerKey]*leasedRow{}
+	for i, it := range items {
+		h := hits[i]
+		if h.seq == 0 || it.Status != AckCompleted || it.Lease != LeaseUntilBatchEnd || !it.Scope.Owns(h.claim.queue) {
+			return nil, nil, nil
+		}
+		k := consumerKey{it.PartitionID, it.Group}
+		r := rows[k]
+		if r == nil {
+			id, err := uuid.Parse(it.LeaseID)
+			if err != nil {
+				return nil, nil, nil
+			}
+			r = &leasedRow{lease: it.LeaseID, id: id}
+			rows[k] = r
+		}
+		// Two leases named on one row: ackInTx refuses one of them.
+		if r.lease != it.LeaseID {
+			return nil, nil, nil
+		}
+		r.max = max(r.max, h.seq)
+		r.items = append(r.items, i)
+		r.seqs = append(r.seqs, h.seq)
+	}
+	// One message named twice: ackInTx refuses the second once the first released the lease.
+	// Clients acknowledge in delivery order, so the seqs are usually sorted already.
+	for _, r := range rows {
+		if !slices.IsSorted(r.seqs) {
+			slices.Sort(r.seqs)
+		}
+		for j := 1; j < len(r.seqs); j++ {
+			if r.seqs[j] == r.seqs[j-1] {
+				return nil, nil, nil
+			}
+		}
+	}
+	keys := make([]consumerKey, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b consumerKey) int {
+		if c := bytes.Compare(a.partition[:], b.partition[:]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.group, b.group)
+	})
+	pids := make([][16]byte, len(keys))
+	leases := make([][16]byte, len(keys))
+	groups, maxes := make([]string, len(keys)), make([]int64, len(keys))
+	for j, k := range keys {
+		pids[j], groups[j], leases[j], maxes[j] = k.partition, k.group, rows[k].id, rows[k].max
+	}
+	released := map[consumerKey]bool{}
+	err = s.pipelinedTx(ctx, "ack", func(conn *pgx.Conn) error {
+		clear(released)
+		b := &pgx.Batch{}
+		b.Queue(keyedPlans)
+		b.Queue(ackLeasedSQL, pids, groups, leases, maxes)
+		br := conn.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("cannot set up acknowledgements: %w", err)
+		}
+		rs, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("cannot store acknowledgements: %w", err)
+		}
+		var k consumerKey
+		var rel bool
+		_, err = pgx.ForEachRow(rs, []any{&k.partition, &k.group, &rel}, func() error {
+			released[k] = rel
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cannot store acknowledgements: %w", err)
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out = make([]AckResult, len(items))
+	for _, k := range keys {
+		r := rows[k]
+		rel, applied := released[k]
+		if !applied {
+			rest = append(rest, r.items...)
+			continue
+		}
+		for _, i := range r.items {
+			c := hits[i].claim
+			out[i] = AckResult{Success: true, Queue: c.queue, PartitionName: c.partition,
+				LeaseReleased: rel && hits[i].seq == r.max}
+		}
+	}
+	slices.Sort(rest)
+	return out, rest, nil
 }
 
 type consumerKey struct {

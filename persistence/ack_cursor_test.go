@@ -29,6 +29,7 @@ type ackCase struct {
 	name       string
 	retryLimit int
 	noPop      bool // acknowledge without a pop: no lease is in force
+	expired    bool // the pop's lease expires before the acks
 	acks       []ackStep
 	want       []persistence.AckResult // without QueueName and PartitionName
 	wantRow    consumerRow             // LeaseID may be ownLease
@@ -107,6 +108,19 @@ func TestAckMovesCursorAndLease(t *testing.T) {
 			wantNext: []int64{1, 2, 3},
 		},
 		{
+			name: "completed after the lease expired is refused", retryLimit: 3, expired: true,
+			acks:     []ackStep{done(1), done(2), done(3)},
+			want:     []persistence.AckResult{{Error: persistence.ErrInvalidLease}, {Error: persistence.ErrInvalidLease}, {Error: persistence.ErrInvalidLease}},
+			wantRow:  consumerRow{LeaseID: ownLease, LeaseEnd: 3},
+			wantNext: []int64{1, 2, 3},
+		},
+		{
+			name: "one message acknowledged twice", retryLimit: 3,
+			acks:    []ackStep{done(1), done(3), done(2), done(3)},
+			want:    []persistence.AckResult{ok, released, ok, {Error: persistence.ErrInvalidLease}},
+			wantRow: consumerRow{Cursor: 3, Consumed: 3, Batches: 1},
+		},
+		{
 			name: "no lease while one is in force is refused", retryLimit: 3,
 			acks:     []ackStep{{seq: 3, status: persistence.AckCompleted}},
 			want:     []persistence.AckResult{{Error: persistence.ErrInvalidLease}},
@@ -169,6 +183,9 @@ func (tc ackCase) run(t *testing.T, otherBroker bool) {
 		res, lease = e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: "p", Batch: 3})
 		if len(res.Messages) != 3 {
 			t.Fatalf("pop delivered %v", txIDs(res.Messages))
+		}
+		if tc.expired {
+			e.expireLease(pid, persistence.QueueMode)
 		}
 	}
 	acks := make([]persistence.AckItem, len(tc.acks))
@@ -234,4 +251,46 @@ func TestAckFailedBeyondRetryLimitDeadLetters(t *testing.T) {
 // unnamed is r without the queue and partition names, to compare the outcome alone.
 func unnamed(r persistence.AckResult) persistence.AckResult {
 	return persistence.AckResult{Success: r.Success, Error: r.Error, LeaseReleased: r.LeaseReleased, DLQ: r.DLQ}
+}
+
+// An ack batch over two partitions, each popped under its own lease, of which one expired before
+// the acks: the live lease's row is completed and released, the expired one's acks are refused
+// and its row left as it was, whatever broker answers.
+func TestAckBatchWithOneLeaseExpired(t *testing.T) {
+	for _, by := range []string{"the popping broker", "another broker"} {
+		t.Run("acked by "+by, func(t *testing.T) {
+			e := newStoreEnv(t)
+			live := e.push(items("q", "live", "1", "a", "b")...)[0].PartitionID
+			gone := e.push(items("q", "gone", "1", "c", "d")...)[0].PartitionID
+			var acks []persistence.AckItem
+			leases := map[string]string{}
+			for _, p := range []string{"live", "gone"} {
+				res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Partition: p, Batch: 2})
+				if len(res.Messages) != 2 {
+					t.Fatalf("pop of %s delivered %v", p, txIDs(res.Messages))
+				}
+				leases[p] = lease
+				for _, m := range res.Messages {
+					acks = append(acks, ackOf(m, persistence.QueueMode, lease, persistence.AckCompleted))
+				}
+			}
+			e.expireLease(gone, persistence.QueueMode)
+			if by == "another broker" {
+				e.s = persistence.NewStore(e.pool)
+			}
+			res := e.ack(acks...)
+			invalid := persistence.AckResult{Error: persistence.ErrInvalidLease}
+			want := []persistence.AckResult{{Success: true}, {Success: true, LeaseReleased: true}, invalid, invalid}
+			for i, r := range res {
+				if unnamed(r) != want[i] {
+					t.Errorf("ack %d: %+v, want %+v", i, r, want[i])
+				}
+			}
+			if res[0].PartitionName != "live" || res[1].PartitionName != "live" || res[0].Queue.Name != "q" {
+				t.Errorf("the completed acks name %v/%s", res[0].Queue, res[0].PartitionName)
+			}
+			e.checkConsumer(live, persistence.QueueMode, leases["live"], consumerRow{Cursor: 2, Consumed: 2, Batches: 1})
+			e.checkConsumer(gone, persistence.QueueMode, leases["gone"], consumerRow{LeaseID: ownLease, LeaseEnd: 2})
+		})
+	}
 }

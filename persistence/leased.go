@@ -25,17 +25,31 @@ type leaseKey struct {
 // force there, and a miss (another broker's lease, a restart, an evicted lease) probes.
 type leasedMessages struct {
 	mu     sync.Mutex
-	leases map[leaseKey]map[string]int64 // transactionId → seq
-	order  []leaseKey                    // insertion order, for eviction; may name forgotten leases
-	held   int                           // messages in leases
+	leases map[leaseKey]*leasedClaim
+	order  []leaseKey // insertion order, for eviction; may name forgotten leases
+	held   int        // messages in leases
+}
+
+// leasedClaim is what one claim of a pop delivered: enough to answer an acknowledgement of it
+// without reading the partition's names (see ackLeased).
+type leasedClaim struct {
+	queue     QueueName
+	partition string           // the partition's name
+	seqs      map[string]int64 // transactionId → seq
+}
+
+// leasedHit is what leasedMessages knows of one acknowledged message.
+type leasedHit struct {
+	seq   int64 // 0: not known
+	claim *leasedClaim
 }
 
 func newLeasedMessages() *leasedMessages {
-	return &leasedMessages{leases: map[leaseKey]map[string]int64{}}
+	return &leasedMessages{leases: map[leaseKey]*leasedClaim{}}
 }
 
-// remember records the messages a pop delivered under lease.
-func (l *leasedMessages) remember(lease uuid.UUID, msgs []Message) {
+// remember records the messages a pop of queue delivered under lease.
+func (l *leasedMessages) remember(lease uuid.UUID, queue QueueName, msgs []Message) {
 	if len(msgs) == 0 || len(msgs) > maxLeasedMessages {
 		return
 	}
@@ -53,7 +67,7 @@ func (l *leasedMessages) remember(lease uuid.UUID, msgs []Message) {
 			seqs[msgs[i].TransactionID] = msgs[i].Seq
 		}
 		l.forgetLocked(k)
-		l.leases[k] = seqs
+		l.leases[k] = &leasedClaim{queue: queue, partition: msgs[end-1].Partition.Name, seqs: seqs}
 		l.order = append(l.order, k)
 		l.held += len(seqs)
 	}
@@ -75,10 +89,10 @@ func (l *leasedMessages) remember(lease uuid.UUID, msgs []Message) {
 	}
 }
 
-// lookUp returns the seq of each item the cache knows (0 when it does not), or nil when it knows
-// none of them.
-func (l *leasedMessages) lookUp(items []AckItem) []int64 {
-	var seqs []int64
+// lookUp returns what the cache knows of each item (a zero leasedHit when nothing), or nil when
+// it knows none of them.
+func (l *leasedMessages) lookUp(items []AckItem) []leasedHit {
+	var hits []leasedHit
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.leases) == 0 {
@@ -88,16 +102,20 @@ func (l *leasedMessages) lookUp(items []AckItem) []int64 {
 		if it.LeaseID == "" {
 			continue
 		}
-		seq, ok := l.leases[leaseKey{it.LeaseID, it.PartitionID}][it.TransactionID]
+		c := l.leases[leaseKey{it.LeaseID, it.PartitionID}]
+		if c == nil {
+			continue
+		}
+		seq, ok := c.seqs[it.TransactionID]
 		if !ok {
 			continue
 		}
-		if seqs == nil {
-			seqs = make([]int64, len(items))
+		if hits == nil {
+			hits = make([]leasedHit, len(items))
 		}
-		seqs[i] = seq
+		hits[i] = leasedHit{seq, c}
 	}
-	return seqs
+	return hits
 }
 
 // forget drops what a released lease delivered on a partition.
@@ -112,20 +130,20 @@ func (l *leasedMessages) forget(lease string, partition uuid.UUID) {
 func (l *leasedMessages) forgetTransaction(partition uuid.UUID, transactionID string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k, seqs := range l.leases {
+	for k, c := range l.leases {
 		if k.partition != partition {
 			continue
 		}
-		if _, ok := seqs[transactionID]; ok {
-			delete(seqs, transactionID)
+		if _, ok := c.seqs[transactionID]; ok {
+			delete(c.seqs, transactionID)
 			l.held--
 		}
 	}
 }
 
 func (l *leasedMessages) forgetLocked(k leaseKey) {
-	if seqs, ok := l.leases[k]; ok {
-		l.held -= len(seqs)
+	if c, ok := l.leases[k]; ok {
+		l.held -= len(c.seqs)
 		delete(l.leases, k)
 	}
 }

@@ -10,10 +10,25 @@ import (
 func leasedBatch(partition uuid.UUID, first, n int) []Message {
 	msgs := make([]Message, n)
 	for i := range msgs {
-		msgs[i] = Message{Seq: int64(first + i), TransactionID: fmt.Sprintf("tx-%d", first+i), Partition: Partition{ID: partition}}
+		msgs[i] = Message{Seq: int64(first + i), TransactionID: fmt.Sprintf("tx-%d", first+i),
+			Partition: Partition{ID: partition, Name: "p-" + partition.String()[:8]}}
 	}
 	return msgs
 }
+
+// hitSeqs is the seq of each hit, nil for no hits, for comparing lookUp's answer.
+func hitSeqs(hits []leasedHit) []int64 {
+	if hits == nil {
+		return nil
+	}
+	seqs := make([]int64, len(hits))
+	for i, h := range hits {
+		seqs[i] = h.seq
+	}
+	return seqs
+}
+
+var leasedQueue = QueueName{Tenant: "t", Name: "q"}
 
 // What a lease delivered is found by (lease, partition, transactionId) until the lease is
 // forgotten or the message deleted, and never under another lease or partition.
@@ -21,7 +36,7 @@ func TestLeasedMessagesLookUp(t *testing.T) {
 	l := newLeasedMessages()
 	lease, p1, p2 := uuid.New(), uuid.New(), uuid.New()
 	// A wildcard pop: two partitions under one lease.
-	l.remember(lease, append(leasedBatch(p1, 1, 3), leasedBatch(p2, 7, 2)...))
+	l.remember(lease, leasedQueue, append(leasedBatch(p1, 1, 3), leasedBatch(p2, 7, 2)...))
 	item := func(lease string, p uuid.UUID, tx string) AckItem {
 		return AckItem{LeaseID: lease, PartitionID: p, TransactionID: tx}
 	}
@@ -33,15 +48,21 @@ func TestLeasedMessagesLookUp(t *testing.T) {
 		item("", p1, "tx-2"),                   // no lease named
 		item(lease.String(), p1, "tx-unknown"), // never delivered
 	})
-	if want := []int64{2, 8, 0, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("lookUp: %v, want %v", got, want)
+	if want := []int64{2, 8, 0, 0, 0, 0}; fmt.Sprint(hitSeqs(got)) != fmt.Sprint(want) {
+		t.Errorf("lookUp: %v, want %v", hitSeqs(got), want)
+	}
+	// A hit names the queue and partition its ack answers with.
+	for i, p := range []uuid.UUID{p1, p2} {
+		if c := got[i].claim; c.queue != leasedQueue || c.partition != "p-"+p.String()[:8] {
+			t.Errorf("hit %d names %v/%s", i, c.queue, c.partition)
+		}
 	}
 	l.forgetTransaction(p1, "tx-2")
 	l.forget(lease.String(), p2)
 	if got := l.lookUp([]AckItem{item(lease.String(), p1, "tx-2"), item(lease.String(), p2, "tx-8")}); got != nil {
 		t.Errorf("after forgetting: %v, want nil", got)
 	}
-	if got := l.lookUp([]AckItem{item(lease.String(), p1, "tx-3")}); fmt.Sprint(got) != "[3]" {
+	if got := hitSeqs(l.lookUp([]AckItem{item(lease.String(), p1, "tx-3")})); fmt.Sprint(got) != "[3]" {
 		t.Errorf("the rest of the lease: %v, want [3]", got)
 	}
 	if l.held != 2 {
@@ -55,10 +76,10 @@ func TestLeasedMessagesStayBounded(t *testing.T) {
 	l := newLeasedMessages()
 	p := uuid.New()
 	first := uuid.New()
-	l.remember(first, leasedBatch(p, 1, 1000))
+	l.remember(first, leasedQueue, leasedBatch(p, 1, 1000))
 	for i := range 10_000 {
 		lease := uuid.New()
-		l.remember(lease, leasedBatch(p, 1, 100))
+		l.remember(lease, leasedQueue, leasedBatch(p, 1, 100))
 		if i%2 == 0 {
 			l.forget(lease.String(), p)
 		}

@@ -112,7 +112,7 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 		r.Resume = res.Resume
 	}
 	if !r.AutoAck {
-		s.leased.remember(r.LeaseID, res.Messages)
+		s.leased.remember(r.LeaseID, r.Queue, res.Messages)
 	}
 	return res, nil
 }
@@ -373,7 +373,7 @@ func (p *popTx) claimStatement(ctx context.Context, r PopRequest, c popCandidate
 	if err != nil {
 		return "", nil, err
 	}
-	return claimReadSQL(claim), []any{[16]byte(c.id), r.Group, seed, r.LeaseID, leaseSeconds(c), limit, c.delay}, nil
+	return claimReadSQL(claim), []any{[16]byte(c.id), r.Group, seed, [16]byte(r.LeaseID), leaseSeconds(c), limit, c.delay}, nil
 }
 
 // claimSeed picks c's claim (claimWait, claimIdle, claimNew) and its $3: the last_seq the

@@ -44,12 +44,18 @@ func Object(b []byte, i, depth int, names []string, field func(k, at int) (int, 
 		}
 		at := SkipSpace(b, i+1)
 		for k, name := range names {
-			switch {
-			case string(key) == name && seen&(1<<k) == 0:
+			if string(key) == name {
+				if seen&(1<<k) != 0 {
+					return at, false // a field given twice
+				}
 				seen |= 1 << k
 				return field(k, at)
-			case bytes.EqualFold(key, []byte(name)):
-				// A field given twice, or a key encoding/json would match by its own rule.
+			}
+		}
+		for _, name := range names {
+			// A key encoding/json would match by its own rule. Both are ASCII, so only a
+			// key of the name's length can fold to it.
+			if len(key) == len(name) && bytes.EqualFold(key, []byte(name)) {
 				return at, false
 			}
 		}

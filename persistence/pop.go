@@ -76,10 +76,12 @@ type PopResult struct {
 }
 
 // Pop claims partitions for the group and reads their next messages, in one transaction of
-// three round trips in the common case: BEGIN with the candidate lookup, the claim-and-read
-// statements of the partitions the batch needs (pipelined), and the bookkeeping updates with
-// COMMIT. A claim reads a window of sequence numbers; when the windows held only deleted
-// messages, the cursors have moved past them and the pop runs again, a few times at most.
+// three round trips: BEGIN with the candidate lookup, the claim-and-read statements of the
+// partitions the batch needs (pipelined), and the bookkeeping updates with COMMIT. A wildcard
+// pop that leases, the common case, takes two: its claim sets the lease's end and commits (see
+// claimRows), and bookkeeping follows only when what it read disagrees. A claim reads a window
+// of sequence numbers; when the windows held only deleted messages, the cursors have moved
+// past them and the pop runs again, a few times at most.
 func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 	var res PopResult
 	queue := r.Queue.Stored()
@@ -97,8 +99,10 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 			if err != nil {
 				return err
 			}
-			if err := conn.SendBatch(ctx, p.bookkeeping(r.Group)).Close(); err != nil {
-				return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
+			if b := p.bookkeeping(r.Group); b.Len() > 0 {
+				if err := conn.SendBatch(ctx, b).Close(); err != nil {
+					return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
+				}
 			}
 			skipped = len(p.skipped.ids) > 0
 			return nil
@@ -155,9 +159,13 @@ func (c *claimEnds) add(id uuid.UUID, end int64, n int) {
 }
 
 // bookkeeping is the batch that ends the pop: the updates of its claimed partitions for group,
-// then COMMIT.
+// then COMMIT. When the last claim committed already (claimRows), it holds only the updates,
+// which run as a transaction of their own, and nothing when the claims needed none.
 func (p *popTx) bookkeeping(group string) *pgx.Batch {
 	b := &pgx.Batch{}
+	if !p.begun {
+		b.Queue(keyedPlans)
+	}
 	if len(p.released) > 0 {
 		b.Queue(releaseLeasesSQL, p.released, group)
 	}
@@ -166,7 +174,12 @@ func (p *popTx) bookkeeping(group string) *pgx.Batch {
 	p.consumed.update(b, group, `cursor_seq = v.seq, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0,
 		batch_size = 0, batch_retry_count = 0, total_messages_consumed = pc.total_messages_consumed + v.n,
 		total_batches_consumed = pc.total_batches_consumed + 1, last_consumed_at = now()`)
-	b.Queue("COMMIT")
+	switch {
+	case p.begun:
+		b.Queue("COMMIT")
+	case b.Len() == 1:
+		return &pgx.Batch{} // keyedPlans alone
+	}
 	return b
 }
 
@@ -250,6 +263,60 @@ func (r batchRows) Close() {
 	r.br.Close()
 }
 
+// claimRows runs a claim statement of the transaction. With commit, COMMIT travels in the same
+// round trip: a wildcard pop's claim, which most often needs no bookkeeping after it (see
+// leaseEndGuess), so that the pop takes two round trips instead of three. A pop that goes on
+// after it (the claim came back short) opens a new transaction; one whose claims need
+// bookkeeping runs it in a transaction of its own (popTx.bookkeeping). Either way, what the
+// committed claim leased is the pop's: nobody else can read it before the lease ends.
+func (p *popTx) claimRows(ctx context.Context, commit bool, sql string, args ...any) (pgx.Rows, error) {
+	if !commit {
+		return p.conn.Query(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := p.conn.SendBatch(ctx, b)
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &committingRows{Rows: rows, br: br, p: p}, nil
+}
+
+// committingRows are a claim's rows followed by COMMIT: closing them reads COMMIT's answer,
+// whose error is then the rows' error.
+type committingRows struct {
+	pgx.Rows
+	br        pgx.BatchResults
+	p         *popTx
+	commitErr error
+}
+
+func (r *committingRows) Close() {
+	r.Rows.Close()
+	if r.br == nil {
+		return
+	}
+	if r.Rows.Err() == nil {
+		if _, r.commitErr = r.br.Exec(); r.commitErr == nil {
+			r.p.begun = false
+		}
+	}
+	if err := r.br.Close(); r.commitErr == nil && r.Rows.Err() == nil {
+		r.commitErr = err
+	}
+	r.br = nil
+}
+
+func (r *committingRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.commitErr
+}
+
 type popCandidate struct {
 	id        uuid.UUID
 	name      string
@@ -308,10 +375,15 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 	return nil
 }
 
-// Claims lease one partition for a group and return the group's cursor (no row: not claimed),
-// as the claim CTE of claimAndRead's statement. $1 partition, $2 group, $3 the cursor of a new
-// row (claimWait, claimNew) or the last_seq the search saw (claimIdle), $4 lease id, $5 lease
-// seconds.
+// Claims lease one partition for a group and return the group's cursor and the lease's end as
+// the claim set it (no row: not claimed), as the claim CTE of claimAndRead's statement. $1
+// partition, $2 group, $3 the cursor of a new row (claimWait, claimNew) or the last_seq the
+// search saw (claimIdle), $4 lease id, $5 lease seconds, $6 the most messages the claim reads.
+//
+// claimIdle, the claim of most wildcard pops, also sets where the lease ends as if the window
+// after the cursor held every message up to the partition's last_seq (leaseEndGuess); the pop
+// checks that against what it read (claimRead.finish) and, when it holds, commits with the
+// claim instead of one round trip later. claimWait and claimNew answer -1: no guess.
 //
 // A wildcard pop keeps the rows it claimed locked while it tries the next partitions, and an ack
 // locks the rows of its batch in key order, so a wildcard claim that waited for a row could
@@ -319,7 +391,7 @@ func (p *popTx) popPartition(ctx context.Context, r PopRequest, res *PopResult) 
 // break it only after deadlock_timeout (a second). Wildcard claims therefore never wait:
 // claimIdle skips a row another transaction holds, claimNew gives way to a row that exists
 // already. A specific-partition pop holds no other row, so claimWait may wait.
-const (
+var (
 	claimWait = `
 		INSERT INTO queen.partition_consumers AS pc
 			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
@@ -327,27 +399,37 @@ const (
 		ON CONFLICT (partition_id, consumer_group) DO UPDATE
 		SET lease_id = EXCLUDED.lease_id, lease_acquired_at = now(), lease_expires_at = EXCLUDED.lease_expires_at
 		WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
-		RETURNING pc.cursor_seq`
+		RETURNING pc.cursor_seq, -1::int8 AS lease_end_seq`
 	// claimIdle also checks, on the row as it is now, that the group has not read up to what
 	// the search saw: the search's snapshot is older than the pop that consumed a partition
 	// and committed meanwhile.
 	claimIdle = `
 		WITH idle AS (
-			SELECT partition_id, consumer_group FROM queen.partition_consumers
+			SELECT partition_id, consumer_group, ` + leaseEndGuess("cursor_seq", "$6", "$1") + ` AS lease_end
+			FROM queen.partition_consumers
 			WHERE partition_id = $1 AND consumer_group = $2 AND cursor_seq < $3
 			  AND (lease_expires_at IS NULL OR lease_expires_at <= now())
 			FOR UPDATE SKIP LOCKED)
 		UPDATE queen.partition_consumers AS pc
-		SET lease_id = $4, lease_acquired_at = now(), lease_expires_at = now() + make_interval(secs => $5)
+		SET lease_id = $4, lease_acquired_at = now(), lease_expires_at = now() + make_interval(secs => $5),
+			lease_end_seq = idle.lease_end, batch_size = idle.lease_end - pc.cursor_seq
 		FROM idle WHERE pc.partition_id = idle.partition_id AND pc.consumer_group = idle.consumer_group
-		RETURNING pc.cursor_seq`
+		RETURNING pc.cursor_seq, pc.lease_end_seq`
 	claimNew = `
 		INSERT INTO queen.partition_consumers
 			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
 		VALUES ($1::uuid, $2::text, $3::int8, $4::uuid, now(), now() + make_interval(secs => $5))
 		ON CONFLICT (partition_id, consumer_group) DO NOTHING
-		RETURNING cursor_seq`
+		RETURNING cursor_seq, -1::int8 AS lease_end_seq`
 )
+
+// leaseEndGuess is the SQL of where a claim's lease ends if the window of up to limit sequence
+// numbers after cursor holds every message of partition up to its last_seq: no message
+// deleted, none held back by delayed processing. The partition's last_seq is read in the
+// claim's snapshot, as are the segments the claim reads.
+func leaseEndGuess(cursor, limit, partition string) string {
+	return `LEAST(` + cursor + ` + ` + limit + `, (SELECT p.last_seq FROM queen.partitions p WHERE p.id = ` + partition + `))`
+}
 
 // claimAndRead leases one partition for the group and reads up to limit messages after the
 // group's cursor, in one statement (see claimStatement and readClaim).
@@ -356,7 +438,7 @@ func (p *popTx) claimAndRead(ctx context.Context, r PopRequest, c popCandidate, 
 	if err != nil {
 		return false, err
 	}
-	rows, err := p.conn.Query(ctx, sql, args...)
+	rows, err := p.claimRows(ctx, skipBusy && !r.AutoAck, sql, args...)
 	if err != nil {
 		return false, fmt.Errorf("cannot lease partition %s: %w", c.id, err)
 	}
@@ -409,7 +491,7 @@ func leaseSeconds(c popCandidate) int {
 func claimReadSQL(claim string) string {
 	return `
 		WITH claim AS (` + claim + `)
-		` + claimWindowSQL("", "claim", "$1", "$6", "$7")
+		` + claimWindowSQL("claim.cursor_seq, claim.lease_end_seq, ", "claim", "$1", "$6", "$7")
 }
 
 // claimManySQL claims several partitions of a wildcard pop, and reads each one's window, in
@@ -428,24 +510,25 @@ var claimManySQL = `
 		SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::bool[], $5::int4[])
 			WITH ORDINALITY AS v(id, g, seed, has_row, lim, ord)),
 	idle AS (
-		SELECT pc.partition_id, pc.consumer_group
+		SELECT pc.partition_id, pc.consumer_group, ` + leaseEndGuess("pc.cursor_seq", "v.lim", "v.id") + ` AS lease_end
 		FROM v JOIN queen.partition_consumers pc ON pc.partition_id = v.id AND pc.consumer_group = v.g
 		WHERE v.has_row AND pc.cursor_seq < v.seed
 		  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 		FOR UPDATE OF pc SKIP LOCKED),
 	leased AS (
 		UPDATE queen.partition_consumers AS pc
-		SET lease_id = $6, lease_acquired_at = now(), lease_expires_at = now() + make_interval(secs => $7)
+		SET lease_id = $6, lease_acquired_at = now(), lease_expires_at = now() + make_interval(secs => $7),
+			lease_end_seq = idle.lease_end, batch_size = idle.lease_end - pc.cursor_seq
 		FROM idle WHERE pc.partition_id = idle.partition_id AND pc.consumer_group = idle.consumer_group
-		RETURNING pc.partition_id, pc.cursor_seq),
+		RETURNING pc.partition_id, pc.cursor_seq, pc.lease_end_seq),
 	created AS (
 		INSERT INTO queen.partition_consumers
 			(partition_id, consumer_group, cursor_seq, lease_id, lease_acquired_at, lease_expires_at)
 		SELECT v.id, v.g, v.seed, $6, now(), now() + make_interval(secs => $7) FROM v WHERE NOT v.has_row
 		ON CONFLICT (partition_id, consumer_group) DO NOTHING
-		RETURNING partition_id, cursor_seq),
+		RETURNING partition_id, cursor_seq, -1::int8),
 	claim AS (SELECT * FROM leased UNION ALL SELECT * FROM created)
-	` + claimWindowSQL("v.ord, ", "v JOIN claim ON claim.partition_id = v.id", "v.id", "v.lim", "$8") + `
+	` + claimWindowSQL("v.ord, claim.cursor_seq, claim.lease_end_seq, ", "v JOIN claim ON claim.partition_id = v.id", "v.id", "v.lim", "$8") + `
 	ORDER BY v.ord, s.last_seq`
 
 // claimWindowSQL reads, for each claim of from (a relation with the claim's cursor_seq), the
@@ -513,7 +596,10 @@ type claimRead struct {
 	start    int // the claim's messages are res.Messages[start:end], once claimed
 	end      int
 	claimed  bool // a row came: the claim succeeded
-	cut      bool // delayedProcessing: the messages from here on are too young
+	// The group's cursor when claimed, and where the claim set the lease to end: -1 when it
+	// did not (see leaseEndGuess).
+	cursor, leaseEnd int64
+	cut              bool // delayedProcessing: the messages from here on are too young
 	// deletedTo is the last deleted message of the window, 0 when none.
 	deletedTo int64
 	// Room for what the search saw waiting, or for a segment when it did not look (a pop of a
@@ -531,16 +617,19 @@ func (p *popTx) newClaimRead(r PopRequest, c popCandidate, skipBusy bool, res *P
 }
 
 // row reads one row of the claim, as PostgreSQL sent it, in binary (the row's own bytes until
-// the next row): payloads and transactionIds are copied into the arenas, the rest decoded in
-// place. The payload is the JSON the boundary validated on its way in and is not parsed again.
+// the next row): the claim's cursor and lease end, then claimWindowSQL's columns. Payloads and
+// transactionIds are copied into the arenas, the rest decoded in place. The payload is the
+// JSON the boundary validated on its way in and is not parsed again.
 func (cr *claimRead) row(v [][]byte) error {
 	p, res, id := cr.p, cr.res, cr.c.id
-	if len(v) != 9 {
+	if len(v) != 11 || len(v[0]) != 8 || len(v[1]) != 8 {
 		return fmt.Errorf("cannot read partition %s: %d columns", id, len(v))
 	}
 	if !cr.claimed {
 		cr.claimed, cr.start, cr.end = true, len(res.Messages), len(res.Messages)
+		cr.cursor, cr.leaseEnd = int64(binary.BigEndian.Uint64(v[0])), int64(binary.BigEndian.Uint64(v[1]))
 	}
+	v = v[2:]
 	// No segment: the claim succeeded on a caught-up partition. delayedProcessing: stop at the
 	// first segment still too young, keeping FIFO.
 	if v[0] == nil || cr.cut || len(v[2]) != 1 || v[2][0] == 0 {
@@ -613,11 +702,18 @@ func (cr *claimRead) finish() bool {
 		}
 	case cr.r.AutoAck:
 		p.consumed.add(c.id, got[len(got)-1].Seq, len(got))
-	default:
+	case !cr.asClaimed(got):
 		p.leased.add(c.id, got[len(got)-1].Seq, len(got))
 	}
 	res.Partitions = append(res.Partitions, cr.part)
 	return true
+}
+
+// asClaimed reports whether the claim already set the lease to end where got, what it
+// delivered, ends, with got's size: every message after the cursor up to that end.
+func (cr *claimRead) asClaimed(got []Message) bool {
+	n := int64(len(got))
+	return cr.leaseEnd >= 0 && got[0].Seq == cr.cursor+1 && got[n-1].Seq == cr.leaseEnd && n == cr.leaseEnd-cr.cursor
 }
 
 // subscriptionSeed returns the cursor a named group starts from on a partition it has never

@@ -324,7 +324,7 @@ func (p *popTx) claimSome(ctx context.Context, r PopRequest, cands []popCandidat
 		}
 		ids[i], groups[i], seeds[i], hasRow[i], lims[i] = [16]byte(c.id), r.Group, seed, c.hasRow, int32(limits[i])
 	}
-	rows, err := p.conn.Query(ctx, claimManySQL, ids, groups, seeds, hasRow, lims, [16]byte(r.LeaseID), leaseSeconds(cands[0]), cands[0].delay)
+	rows, err := p.claimRows(ctx, !r.AutoAck, claimManySQL, ids, groups, seeds, hasRow, lims, [16]byte(r.LeaseID), leaseSeconds(cands[0]), cands[0].delay)
 	if err != nil {
 		return fmt.Errorf("cannot lease the partitions of %s: %w", r.Queue, err)
 	}

@@ -545,3 +545,58 @@ func TestClaimOfManyPlanMadeOnEmptyTablesReadsByIndex(t *testing.T) {
 			limit, read["segments"], read["partition_consumers"], 2*limit, 2*(limit+1))
 	}
 }
+
+// A wildcard claim sets where its lease ends as if every message after the cursor were there
+// and commits with it; when messages of the window are gone, the pop corrects the lease's end to
+// the last message it delivered, so that acknowledging what it delivered releases the lease
+// and the next pop goes on after it.
+func TestWildcardPopLeaseEndsAtItsLastMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deleted  []string // deleted before the pop
+		first    []string // the pop of 3
+		leaseEnd int64
+		next     []string // the pop after the acks
+	}{
+		{name: "a full window", first: []string{"a", "b", "c"}, leaseEnd: 4, next: []string{"d", "e"}},
+		{name: "its last message deleted", deleted: []string{"c"}, first: []string{"a", "b"}, leaseEnd: 3, next: []string{"d", "e"}},
+		{name: "a message inside deleted", deleted: []string{"b"}, first: []string{"a", "c"}, leaseEnd: 4, next: []string{"d", "e"}},
+		{name: "the partition's last message deleted", deleted: []string{"e"}, first: []string{"a", "b", "c"}, leaseEnd: 4, next: []string{"d"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newStoreEnv(t)
+			// The group has read the partition before: its cursor row exists, as for most
+			// pops, and the claim sets the lease's end (a first claim creates the row and
+			// leaves that to the pop's bookkeeping).
+			pid := e.push(items("q", "p", "0", "0")...)[0].PartitionID
+			res, lease := e.pop(persistence.PopRequest{Queue: persistence.QueueName{Name: "q"}, Batch: 1})
+			e.ack(ackOf(res.Messages[0], persistence.QueueMode, lease, persistence.AckCompleted))
+			e.push(items("q", "p", "1", "a", "b", "c", "d", "e")...)
+			for _, tx := range tc.deleted {
+				if ok, err := e.s.DeleteMessage(e.ctx, pid, tx); err != nil || !ok {
+					t.Fatalf("delete %s: %v, %v", tx, ok, err)
+				}
+			}
+			q := persistence.QueueName{Name: "q"}
+			res, lease = e.pop(persistence.PopRequest{Queue: q, Batch: 3})
+			if got := txIDs(res.Messages); !slices.Equal(got, tc.first) {
+				t.Fatalf("pop delivered %v, want %v", got, tc.first)
+			}
+			e.checkConsumer(pid, persistence.QueueMode, lease, consumerRow{Cursor: 1, LeaseID: ownLease, LeaseEnd: tc.leaseEnd, Consumed: 1, Batches: 1})
+			var acks []persistence.AckItem
+			for _, m := range res.Messages {
+				acks = append(acks, ackOf(m, persistence.QueueMode, lease, persistence.AckCompleted))
+			}
+			if r := e.ack(acks...); !r[len(r)-1].LeaseReleased {
+				t.Errorf("the acks did not release the lease: %+v", r)
+			}
+			if got := e.consumer(pid, persistence.QueueMode); got.LeaseID != "" {
+				t.Errorf("lease %s still held after the acks", got.LeaseID)
+			}
+			next, _ := e.pop(persistence.PopRequest{Queue: q, Batch: 10})
+			if got := txIDs(next.Messages); !slices.Equal(got, tc.next) {
+				t.Errorf("next pop delivered %v, want %v", got, tc.next)
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ func TestCursorStatementsPlannedOnOneRowReadByKey(t *testing.T) {
 		return "ARRAY[" + strings.Join(out, ", ") + "]::uuid[]"
 	}
 	repeat := func(v string, k int) string { return fmt.Sprintf("array_fill(%s, ARRAY[%d])", v, k) }
+	lease := "'" + uuid.NewString() + "'::uuid"
 	statements := map[string]struct {
 		sql  string
 		args func(pids string, k int) string
@@ -130,13 +131,16 @@ func TestCursorStatementsPlannedOnOneRowReadByKey(t *testing.T) {
 				repeat("0::int8", k), repeat("0::int8", k), repeat("false", k), repeat("0", k))
 		}},
 		"leased_update": {persistence.LeasedUpdateSQL, func(pids string, k int) string {
-			return fmt.Sprintf("%s, %s, %s, %s", pids, repeat("1::int8", k), repeat("1", k), repeat("'"+group+"'::text", k))
+			return fmt.Sprintf("%s, %s, %s, %s, %s", pids, repeat("1::int8", k), repeat("1", k), repeat("'"+group+"'::text", k), lease)
 		}},
 		"leased_update_one": {persistence.LeasedUpdateOneSQL, func(pids string, k int) string {
-			return fmt.Sprintf("(%s)[1], 1, 1, '%s'", pids, group)
+			return fmt.Sprintf("(%s)[1], 1, 1, '%s', %s", pids, group, lease)
 		}},
 		"release": {persistence.ReleaseLeasesSQL, func(pids string, k int) string {
-			return fmt.Sprintf("%s, '%s'", pids, group)
+			return fmt.Sprintf("%s, '%s', %s", pids, group, lease)
+		}},
+		"ack_leased": {persistence.AckLeasedSQL, func(pids string, k int) string {
+			return fmt.Sprintf("%s, %s, %s, %s", pids, repeat("'"+group+"'::text", k), repeat(lease, k), repeat("1::int8", k))
 		}},
 	}
 	conns := map[string]*pgxpool.Conn{}

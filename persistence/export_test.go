@@ -27,10 +27,12 @@ var (
 )
 
 // The statements that write consumer rows by (partition, group) pairs: an ack's lock and
-// update, a pop's record of its leases over several partitions.
+// update, the one statement of an ack of this broker's leases, a pop's record of its leases
+// over several partitions.
 var (
 	AckLockSQL         = ackLockSQL
 	AckUpdateSQL       = ackUpdateSQL
+	AckLeasedSQL       = ackLeasedSQL
 	LeasedUpdateSQL    = claimEndsSQL(leasedEnds, true)
 	LeasedUpdateOneSQL = claimEndsSQL(leasedEnds, false)
 	ReleaseLeasesSQL   = releaseLeasesSQL

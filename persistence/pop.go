@@ -99,7 +99,7 @@ func (s *Store) Pop(ctx context.Context, r PopRequest) (PopResult, error) {
 			if err != nil {
 				return err
 			}
-			if b := p.bookkeeping(r.Group); b.Len() > 0 {
+			if b := p.bookkeeping(r.Group, r.LeaseID); b.Len() > 0 {
 				if err := conn.SendBatch(ctx, b).Close(); err != nil {
 					return fmt.Errorf("cannot finish a pop of %s: %w", r.Queue, err)
 				}
@@ -160,18 +160,20 @@ func (c *claimEnds) add(id uuid.UUID, end int64, n int) {
 
 // bookkeeping is the batch that ends the pop: the updates of its claimed partitions for group,
 // then COMMIT. When the last claim committed already (claimRows), it holds only the updates,
-// which run as a transaction of their own, and nothing when the claims needed none.
-func (p *popTx) bookkeeping(group string) *pgx.Batch {
+// which run as a transaction of their own, and nothing when the claims needed none. Each
+// update applies under the pop's lease only: after that commit, a lease that ran out before
+// its update may be another pop's already.
+func (p *popTx) bookkeeping(group string, lease uuid.UUID) *pgx.Batch {
 	b := &pgx.Batch{}
 	if !p.begun {
 		b.Queue(keyedPlans)
 	}
 	if len(p.released) > 0 {
-		b.Queue(releaseLeasesSQL, p.released, group)
+		b.Queue(releaseLeasesSQL, p.released, group, [16]byte(lease))
 	}
-	p.leased.update(b, group, leasedEnds)
-	p.skipped.update(b, group, `cursor_seq = GREATEST(pc.cursor_seq, v.seq), lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0`)
-	p.consumed.update(b, group, `cursor_seq = v.seq, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0,
+	p.leased.update(b, group, lease, leasedEnds)
+	p.skipped.update(b, group, lease, `cursor_seq = GREATEST(pc.cursor_seq, v.seq), lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0`)
+	p.consumed.update(b, group, lease, `cursor_seq = v.seq, lease_id = NULL, lease_expires_at = NULL, lease_end_seq = 0,
 		batch_size = 0, batch_retry_count = 0, total_messages_consumed = pc.total_messages_consumed + v.n,
 		total_batches_consumed = pc.total_batches_consumed + 1, last_consumed_at = now()`)
 	switch {
@@ -183,30 +185,30 @@ func (p *popTx) bookkeeping(group string) *pgx.Batch {
 	return b
 }
 
-// releaseLeasesSQL gives back the leases of claims that found nothing to deliver.
+// releaseLeasesSQL gives back the leases ($3) of claims that found nothing to deliver.
 const releaseLeasesSQL = `UPDATE queen.partition_consumers SET lease_id = NULL, lease_expires_at = NULL
-	WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2`
+	WHERE partition_id = ANY($1::uuid[]) AND consumer_group = $2 AND lease_id = $3`
 
 // leasedEnds records where the lease of a claim ends and how many messages it holds.
 const leasedEnds = `lease_end_seq = v.seq, batch_size = v.n`
 
-// update queues the statement that applies set to the group's rows of the partitions, where set
-// reads each one's v.seq and v.n. A single partition, the common case at few partitions, is
-// given as scalars: PostgreSQL plans that as an update by key, where a join with unnest costs
-// more to plan than to run.
-func (c claimEnds) update(b *pgx.Batch, group, set string) {
+// update queues the statement that applies set to the group's rows of the partitions under
+// lease, where set reads each one's v.seq and v.n. A single partition, the common case at few
+// partitions, is given as scalars: PostgreSQL plans that as an update by key, where a join with
+// unnest costs more to plan than to run.
+func (c claimEnds) update(b *pgx.Batch, group string, lease [16]byte, set string) {
 	if len(c.ids) == 0 {
 		return
 	}
 	if len(c.ids) == 1 {
-		b.Queue(claimEndsSQL(set, false), c.ids[0], c.ends[0], c.sizes[0], group)
+		b.Queue(claimEndsSQL(set, false), c.ids[0], c.ends[0], c.sizes[0], group, lease)
 		return
 	}
 	groups := make([]string, len(c.ids))
 	for i := range groups {
 		groups[i] = group
 	}
-	b.Queue(claimEndsSQL(set, true), c.ids, c.ends, c.sizes, groups)
+	b.Queue(claimEndsSQL(set, true), c.ids, c.ends, c.sizes, groups, lease)
 }
 
 // claimEndsSQL is the update of claimEnds.update, for several partitions (arrays) or one
@@ -220,7 +222,7 @@ func claimEndsSQL(set string, several bool) string {
 		from = `unnest($1::uuid[], $2::int8[], $3::int4[], $4::text[])`
 	}
 	return `UPDATE queen.partition_consumers pc SET ` + set + ` FROM ` + from + ` AS v(id, seq, n, g)
-		WHERE pc.partition_id = v.id AND pc.consumer_group = v.g`
+		WHERE pc.partition_id = v.id AND pc.consumer_group = v.g AND pc.lease_id = $5`
 }
 
 // query runs a statement of the transaction; the first one travels with BEGIN (and p.setup) in

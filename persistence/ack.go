@@ -78,13 +78,6 @@ func (s *Store) Ack(ctx context.Context, items []AckItem) ([]AckResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if out == nil {
-		out = make([]AckResult, len(items))
-		rest = make([]int, len(items))
-		for i := range rest {
-			rest[i] = i
-		}
-	}
 	if len(rest) > 0 {
 		sub := make([]AckItem, len(rest))
 		var known []int64
@@ -141,43 +134,50 @@ const ackLeasedSQL = `UPDATE queen.partition_consumers pc SET
 type leasedRow struct {
 	lease string
 	id    [16]byte // lease, parsed: the binary form of the statement's uuid
-	max   int64    // the highest seq acknowledged
 	items []int    // item indexes
-	seqs  []int64  // the items' seqs
+	seqs  []int64  // the items' seqs, sorted once all are in
 }
 
 // ackLeased applies, as one statement in its own implicit transaction, an ack batch that only
 // completes messages this broker delivered under leases it granted (hits), each message once:
 // what ackInTx does for such a batch is to move each consumer row's cursor to its highest seq
 // and release the lease at the batch's end, and the cache already knows the seqs and the names
-// the answer carries. It returns out nil when the batch is not of that kind; otherwise the
-// answers, with rest the items of rows it left alone (a lease no longer in force), which
-// ackInTx must answer. Those rows were not written, so ackInTx finds them as they were.
+// the answer carries. It returns the answers it gave, and in rest the items it left to
+// ackInTx: all of them when the batch is not of that kind, or the items of rows the statement
+// left alone (a lease no longer in force). Those rows were not written, so ackInTx finds them
+// as they were.
 func (s *Store) ackLeased(ctx context.Context, items []AckItem, hits []leasedHit) (out []AckResult, rest []int, err error) {
+	out = make([]AckResult, len(items))
+	all := func() ([]AckResult, []int, error) {
+		rest := make([]int, len(items))
+		for i := range rest {
+			rest[i] = i
+		}
+		return out, rest, nil
+	}
 	if hits == nil {
-		return nil, nil, nil
+		return all()
 	}
 	rows := map[consumerKey]*leasedRow{}
 	for i, it := range items {
 		h := hits[i]
 		if h.seq == 0 || it.Status != AckCompleted || it.Lease != LeaseUntilBatchEnd || !it.Scope.Owns(h.claim.queue) {
-			return nil, nil, nil
+			return all()
 		}
 		k := consumerKey{it.PartitionID, it.Group}
 		r := rows[k]
 		if r == nil {
 			id, err := uuid.Parse(it.LeaseID)
 			if err != nil {
-				return nil, nil, nil
+				return all()
 			}
 			r = &leasedRow{lease: it.LeaseID, id: id}
 			rows[k] = r
 		}
 		// Two leases named on one row: ackInTx refuses one of them.
 		if r.lease != it.LeaseID {
-			return nil, nil, nil
+			return all()
 		}
-		r.max = max(r.max, h.seq)
 		r.items = append(r.items, i)
 		r.seqs = append(r.seqs, h.seq)
 	}
@@ -189,7 +189,7 @@ func (s *Store) ackLeased(ctx context.Context, items []AckItem, hits []leasedHit
 		}
 		for j := 1; j < len(r.seqs); j++ {
 			if r.seqs[j] == r.seqs[j-1] {
-				return nil, nil, nil
+				return all()
 			}
 		}
 	}
@@ -207,7 +207,8 @@ func (s *Store) ackLeased(ctx context.Context, items []AckItem, hits []leasedHit
 	leases := make([][16]byte, len(keys))
 	groups, maxes := make([]string, len(keys)), make([]int64, len(keys))
 	for j, k := range keys {
-		pids[j], groups[j], leases[j], maxes[j] = k.partition, k.group, rows[k].id, rows[k].max
+		r := rows[k]
+		pids[j], groups[j], leases[j], maxes[j] = k.partition, k.group, r.id, r.seqs[len(r.seqs)-1]
 	}
 	released := map[consumerKey]bool{}
 	err = s.pipelinedTx(ctx, "ack", func(conn *pgx.Conn) error {
@@ -238,7 +239,6 @@ func (s *Store) ackLeased(ctx context.Context, items []AckItem, hits []leasedHit
 	if err != nil {
 		return nil, nil, err
 	}
-	out = make([]AckResult, len(items))
 	for _, k := range keys {
 		r := rows[k]
 		rel, applied := released[k]
@@ -246,10 +246,11 @@ func (s *Store) ackLeased(ctx context.Context, items []AckItem, hits []leasedHit
 			rest = append(rest, r.items...)
 			continue
 		}
+		end := r.seqs[len(r.seqs)-1]
 		for _, i := range r.items {
 			c := hits[i].claim
 			out[i] = AckResult{Success: true, Queue: c.queue, PartitionName: c.partition,
-				LeaseReleased: rel && hits[i].seq == r.max}
+				LeaseReleased: rel && hits[i].seq == end}
 		}
 	}
 	slices.Sort(rest)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"sort"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -169,31 +169,13 @@ const lockPartitionsSQL = `SELECT p.id, q.name, p.name, p.last_seq, q.encryption
 // Payloads of queues flagged encryption_enabled are sealed with sealer (see sealForQueue).
 func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []PushItem, o pushOptions, sealer PayloadSealer) ([]PushResult, error) {
 	acceptEncodedArrays(types)
-	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
-	parts := map[partitionKey]int{}  // items of each partition
-	for _, it := range items {
-		if _, ok := stored[it.Queue]; !ok {
-			stored[it.Queue] = it.Queue.Stored()
-		}
-		parts[partitionKey{it.Queue, it.Partition}]++
+	targets, itemTarget, byKey := pushTargetsOf(items)
+	pq := make([]string, len(targets))
+	pp := make([]string, len(targets))
+	for i, t := range targets {
+		pq[i], pp[i] = t.queue, t.partition
 	}
-	queueNames := make([]string, 0, len(stored))
-	for _, q := range stored {
-		queueNames = append(queueNames, q)
-	}
-	sort.Strings(queueNames)
-	pq := make([]string, 0, len(parts))
-	pp := make([]string, 0, len(parts))
-	for k := range parts {
-		pq = append(pq, stored[k.queue])
-		pp = append(pp, k.partition)
-	}
-	txQ := make([]string, len(items))
-	txP := make([]string, len(items))
-	txIDs := make([]string, len(items))
-	for i, it := range items {
-		txQ[i], txP[i], txIDs[i] = stored[it.Queue], it.Partition, it.TransactionID
-	}
+	queueNames := slices.Compact(slices.Sorted(slices.Values(pq)))
 
 	b := &pgx.Batch{}
 	if o.explicit {
@@ -213,6 +195,13 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 	}
 	b.Queue(lockPartitionsSQL, pq, pp)
 	if o.lookUp {
+		txQ := make([]string, len(items))
+		txP := make([]string, len(items))
+		txIDs := make([]string, len(items))
+		for i, it := range items {
+			t := &targets[itemTarget[i]]
+			txQ[i], txP[i], txIDs[i] = t.queue, t.partition, it.TransactionID
+		}
 		b.Queue(duplicateProbeSQL, txQ, txP, txIDs)
 	}
 	br := tx.SendBatch(ctx, b)
@@ -236,9 +225,6 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 			return nil, fmt.Errorf("cannot create partitions: %w", err)
 		}
 	}
-	partID := map[partitionKey]uuid.UUID{}
-	head := map[uuid.UUID]int64{}
-	mustSeal := map[uuid.UUID]bool{}
 	rows, err := br.Query()
 	if err != nil {
 		br.Close()
@@ -254,19 +240,22 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 			br.Close()
 			return nil, fmt.Errorf("cannot lock partitions: %w", err)
 		}
-		partID[k] = id
-		head[id] = last
-		mustSeal[id] = encrypted
+		if j, ok := byKey[k]; ok {
+			targets[j].id, targets[j].head, targets[j].seal = id, last, encrypted
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		br.Close()
 		return nil, fmt.Errorf("cannot lock partitions: %w", err)
 	}
-	// Every item stored goes into existing (a later item with the same transactionId is a
-	// duplicate): sized once instead of grown.
-	existing := make(map[dedupKey]uuid.UUID, len(items))
+	// With the lookup, existing holds the transactionIds stored already and then every item
+	// stored (a later item with the same transactionId is a duplicate), sized once instead of
+	// grown. Without it, the key of message_transactions refuses a transactionId named twice in
+	// the push as it refuses one stored before, and the push runs again with the lookup.
+	var existing map[dedupKey]uuid.UUID
 	if o.lookUp {
+		existing = make(map[dedupKey]uuid.UUID, len(items))
 		rows, err = br.Query()
 		if err != nil {
 			br.Close()
@@ -291,11 +280,12 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 	out := make([]PushResult, len(items))
 	segs := segmentBuilder{}
 	for i, it := range items {
-		pid, ok := partID[partitionKey{it.Queue, it.Partition}]
-		if !ok && o.existing {
+		t := &targets[itemTarget[i]]
+		pid := t.id
+		if pid == uuid.Nil && o.existing {
 			return nil, errNewPartition
 		}
-		if !ok {
+		if pid == uuid.Nil {
 			// Deleted between its upsert and the lock (idle-partition cleanup, a queue
 			// delete): run the whole push again, which recreates it.
 			return nil, fmt.Errorf("partition %s/%s vanished during push: %w", it.Queue, it.Partition, errRetry)
@@ -306,7 +296,7 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 			continue
 		}
 		payload, encrypted := it.Payload, it.Encrypted
-		if mustSeal[pid] {
+		if t.seal {
 			sealed, refused, err := sealForQueue(sealer, &it)
 			if err != nil {
 				return nil, err
@@ -321,10 +311,15 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 		if err != nil {
 			return nil, fmt.Errorf("cannot mint a message id: %w", err)
 		}
-		head[pid]++
-		existing[k] = id // a later item of this batch with the same transactionId is a duplicate
+		t.head++
+		if existing != nil {
+			existing[k] = id
+		}
 		out[i] = PushResult{Status: StatusQueued, MessageID: id, PartitionID: pid}
-		segs.add(pid, head[pid], parts[partitionKey{it.Queue, it.Partition}], storedMessage{id: id, txID: it.TransactionID, trace: it.TraceID, payload: payload,
+		if t.run < 0 {
+			t.run = segs.startRun(pid, t.head, t.items)
+		}
+		segs.add(t.run, storedMessage{id: id, txID: it.TransactionID, trace: it.TraceID, payload: payload,
 			encrypted: encrypted, sub: it.ProducerSub})
 	}
 	b = &pgx.Batch{}
@@ -337,11 +332,13 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 		}
 		return out, nil
 	}
-	headIDs := make([][16]byte, 0, len(head))
-	headSeqs := make([]int64, 0, len(head))
-	for id, seq := range head {
-		headIDs = append(headIDs, id)
-		headSeqs = append(headSeqs, seq)
+	headIDs := make([][16]byte, 0, len(segs.runs))
+	headSeqs := make([]int64, 0, len(segs.runs))
+	for _, t := range targets {
+		if t.run >= 0 {
+			headIDs = append(headIDs, t.id)
+			headSeqs = append(headSeqs, t.head)
+		}
 	}
 	segs.queue(b)
 	b.Queue(`UPDATE queen.partitions p SET last_seq = v.seq, last_message_at = now()
@@ -357,4 +354,47 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 		return nil, fmt.Errorf("cannot insert messages: %w", err)
 	}
 	return out, nil
+}
+
+// pushTarget is one partition a push names.
+type pushTarget struct {
+	queue     string // the queue's stored name
+	partition string
+	items     int       // the push's items naming it
+	id        uuid.UUID // uuid.Nil until the lock finds it
+	head      int64     // its last_seq, then the last one the push numbered
+	seal      bool      // its queue stores sealed payloads
+	run       int       // its run of the push's segments, -1 until a message is stored in it
+}
+
+// pushTargetsOf lists the partitions items name, in the order they first appear, with the
+// index of each item's partition and the index of each partition by key. Consecutive items
+// mostly name the same partition (a request's items, fused with another request's), so an item
+// is compared with the one before it instead of looked up.
+func pushTargetsOf(items []PushItem) (targets []pushTarget, itemTarget []int32, byKey map[partitionKey]int) {
+	itemTarget = make([]int32, len(items))
+	byKey = map[partitionKey]int{}
+	stored := map[QueueName]string{} // each queue's stored name, made once per push, not per item
+	for i, it := range items {
+		if i > 0 && it.Partition == items[i-1].Partition && it.Queue == items[i-1].Queue {
+			itemTarget[i] = itemTarget[i-1]
+			targets[itemTarget[i]].items++
+			continue
+		}
+		k := partitionKey{it.Queue, it.Partition}
+		j, ok := byKey[k]
+		if !ok {
+			q, ok := stored[it.Queue]
+			if !ok {
+				q = it.Queue.Stored()
+				stored[it.Queue] = q
+			}
+			j = len(targets)
+			byKey[k] = j
+			targets = append(targets, pushTarget{queue: q, partition: it.Partition, run: -1})
+		}
+		itemTarget[i] = int32(j)
+		targets[j].items++
+	}
+	return targets, itemTarget, byKey
 }

@@ -26,9 +26,8 @@ type storedMessage struct {
 // segmentBuilder collects the messages of one push into segments (see migration 0006): per
 // partition, in sequence order, a new segment every segmentSize messages.
 type segmentBuilder struct {
-	order []uuid.UUID // partitions in first-seen order
-	parts map[uuid.UUID]*partitionRun
-	n     int
+	runs []partitionRun // one per partition, in the order the push first stores in it
+	n    int
 	// txBytes and payloadBytes add up the messages' transactionIds and payloads, to size the
 	// arrays queue encodes.
 	txBytes, payloadBytes int
@@ -36,25 +35,23 @@ type segmentBuilder struct {
 
 // partitionRun is the messages a push stores in one partition, from sequence number first.
 type partitionRun struct {
-	first int64
-	msgs  []storedMessage
+	partition uuid.UUID
+	first     int64
+	msgs      []storedMessage
 }
 
 func (b *segmentBuilder) empty() bool { return b.n == 0 }
 
-// add appends m, numbered seq, to its partition's run; seqs of a partition come in order.
-// expect is how many the partition's run may hold, to size it once.
-func (b *segmentBuilder) add(partition uuid.UUID, seq int64, expect int, m storedMessage) {
-	if b.parts == nil {
-		b.parts = map[uuid.UUID]*partitionRun{}
-	}
-	r, ok := b.parts[partition]
-	if !ok {
-		r = &partitionRun{first: seq, msgs: make([]storedMessage, 0, expect)}
-		b.parts[partition] = r
-		b.order = append(b.order, partition)
-	}
-	r.msgs = append(r.msgs, m)
+// startRun opens the run of partition, whose messages are numbered from first, and returns its
+// index for add. expect is how many messages the run may hold, to size it once.
+func (b *segmentBuilder) startRun(partition uuid.UUID, first int64, expect int) int {
+	b.runs = append(b.runs, partitionRun{partition: partition, first: first, msgs: make([]storedMessage, 0, expect)})
+	return len(b.runs) - 1
+}
+
+// add appends m to run, whose messages come in sequence order.
+func (b *segmentBuilder) add(run int, m storedMessage) {
+	b.runs[run].msgs = append(b.runs[run].msgs, m)
 	b.n++
 	b.txBytes += len(m.txID)
 	b.payloadBytes += len(m.payload)
@@ -78,11 +75,11 @@ func (b *segmentBuilder) queue(batch *pgx.Batch) {
 		anyTrace, anyEnc, anySub bool
 	)
 	n := 0
-	for _, pid := range b.order {
-		r := b.parts[pid]
+	for ri := range b.runs {
+		r := &b.runs[ri]
 		for start := 0; start < len(r.msgs); start += segmentSize {
 			end := min(start+segmentSize, len(r.msgs))
-			segPart = append(segPart, pid)
+			segPart = append(segPart, r.partition)
 			segFirst = append(segFirst, r.first+int64(start))
 			segLast = append(segLast, r.first+int64(end-1))
 			segFrom = append(segFrom, int32(n+1))
@@ -147,8 +144,8 @@ func (c segmentColumn) appendArray(buf []byte) []byte {
 		size += c.b.payloadBytes
 	}
 	buf = appendArrayHeader(slices.Grow(buf, size), elem, c.b.n)
-	for _, pid := range c.b.order {
-		msgs := c.b.parts[pid].msgs
+	for r := range c.b.runs {
+		msgs := c.b.runs[r].msgs
 		for i := range msgs {
 			m := &msgs[i]
 			switch c.col {

@@ -175,7 +175,6 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 	for i, t := range targets {
 		pq[i], pp[i] = t.queue, t.partition
 	}
-	queueNames := slices.Compact(slices.Sorted(slices.Values(pq)))
 
 	b := &pgx.Batch{}
 	if o.explicit {
@@ -185,6 +184,7 @@ func pushInTx(ctx context.Context, tx batchSender, types *pgtype.Map, items []Pu
 	// Namespace and task derive from the queue name (ns.task...) as in the reference, without
 	// the tenant of an internal name.
 	if !o.existing {
+		queueNames := slices.Compact(slices.Sorted(slices.Values(pq)))
 		b.Queue(`INSERT INTO queen.queues (name, namespace, task)
 			SELECT n, split_part(`+unscoped("n")+`, '.', 1), split_part(`+unscoped("n")+`, '.', 2) FROM unnest($1::text[]) AS n ORDER BY n
 			ON CONFLICT (name) DO NOTHING`, queueNames)

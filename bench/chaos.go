@@ -76,66 +76,43 @@ type chaosProcess struct {
 	name, bin, logPath, url, health string
 	env                             []string
 	mu                              sync.Mutex
-	cmd                             *exec.Cmd
-	exited                          chan struct{}
+	proc                            *child
 }
 
 func (p *chaosProcess) start(ctx context.Context) error {
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(p.bin)
-	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("cannot start %s: %w", p.name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
 	hc := &http.Client{Timeout: 2 * time.Second}
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if resp, err := hc.Get(p.url + p.health); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
+	return startChild(ctx, childSpec{name: p.name, bin: p.bin, logPath: p.logPath, env: p.env,
+		deathSig: syscall.SIGKILL, within: 2 * time.Minute,
+		started: func(c *child) {
+			p.mu.Lock()
+			p.proc = c
+			p.mu.Unlock()
+		},
+		ready: func() bool {
+			resp, err := hc.Get(p.url + p.health)
+			if err != nil {
+				return false
 			}
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("%s exited during startup: %s", p.name, tailFile(p.logPath))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer %s within 2 minutes: %s", p.name, p.health, tailFile(p.logPath))
-		}
-	}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}})
 }
 
 // signal sends sig to the process; SIGKILL also waits for it to be gone.
 func (p *chaosProcess) signal(sig syscall.Signal) {
 	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
+	c := p.proc
 	p.mu.Unlock()
-	if cmd == nil {
+	if c == nil {
 		return
 	}
-	_ = cmd.Process.Signal(sig)
+	_ = c.cmd.Process.Signal(sig)
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
 		select {
-		case <-exited:
+		case <-c.done:
 		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-exited
+			_ = c.cmd.Process.Kill()
+			<-c.done
 		}
 	}
 }

@@ -210,8 +210,7 @@ func (p *benchPG) stop() error {
 type brokerProcess struct {
 	bin, dir, logPath string
 	env               []string
-	cmd               *exec.Cmd
-	exited            chan error // the broker's exit status, once
+	proc              *child // nil when not running
 	pid               atomic.Int64
 	t                 *Target
 }
@@ -344,62 +343,41 @@ func checkout(ctx context.Context, root, rev, dir string) (string, error) {
 
 // start runs the broker and waits until /health answers.
 func (b *brokerProcess) start(ctx context.Context) error {
-	logFile, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("cannot open the broker log: %w", err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(b.bin)
-	cmd.Dir, cmd.Env = b.dir, b.env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, so a ^C at the terminal reaches only the bench, which then stops
-	// the broker in order; and SIGTERM if the bench dies without doing so.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("cannot start the broker: %w", err)
-	}
-	b.cmd = cmd
-	exited := make(chan error, 1)
-	b.exited = exited
-	go func() { exited <- cmd.Wait() }()
-	b.pid.Store(int64(cmd.Process.Pid))
-
-	deadline := time.Now().Add(3 * time.Minute) // a first start runs initdb
-	for {
-		if err := b.t.probe(); err == nil {
-			return nil
-		}
+	err := startChild(ctx, childSpec{name: "the broker", bin: b.bin, dir: b.dir, logPath: b.logPath, env: b.env,
+		deathSig: syscall.SIGTERM, within: 3 * time.Minute, // a first start runs initdb
+		started: func(c *child) {
+			b.proc = c
+			b.pid.Store(int64(c.cmd.Process.Pid))
+		},
+		ready: func() bool { return b.t.probe() == nil }})
+	if err != nil && b.proc != nil {
 		select {
-		case err := <-exited:
-			b.cmd = nil
-			return fmt.Errorf("the broker exited during startup (%v): %s", err, tailFile(b.logPath))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the broker did not answer /health within 3 minutes: %s", tailFile(b.logPath))
+		case <-b.proc.done:
+			b.proc = nil // exited during startup: nothing left to stop
+		default:
 		}
 	}
+	return err
 }
 
 // stop sends SIGTERM and waits for the broker's orderly shutdown (which stops its own
 // PostgreSQL, if it runs one).
 func (b *brokerProcess) stop() error {
-	if b.cmd == nil || b.cmd.Process == nil {
+	c := b.proc
+	if c == nil {
 		return nil
 	}
-	defer func() { b.cmd = nil }()
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	b.proc = nil
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case werr := <-b.exited:
-		if werr != nil {
-			return fmt.Errorf("the broker exited with %v after SIGTERM: %s", werr, tailFile(b.logPath))
+	case <-c.done:
+		if c.err != nil {
+			return fmt.Errorf("the broker exited with %v after SIGTERM: %s", c.err, tailFile(b.logPath))
 		}
 		return nil
 	case <-time.After(60 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-b.exited
+		_ = c.cmd.Process.Kill()
+		<-c.done
 		return errors.New("the broker did not stop within 60 s of SIGTERM; killed")
 	}
 }

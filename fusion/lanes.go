@@ -30,6 +30,9 @@ func (l *Lanes[I, R]) lane(it I) int {
 // up): the caller spools it rather than wait. A job whose items fall in several lanes is split,
 // and its Done is called once with every result in item order (or the first error).
 func (l *Lanes[I, R]) TrySubmit(j Job[I, R]) bool {
+	if k, ok := l.oneLane(j.Items); ok {
+		return l.lanes[k].TrySubmit(j) // most jobs: one request, to one partition
+	}
 	byLane := map[int][]int{}
 	for i, it := range j.Items {
 		k := l.lane(it)
@@ -38,11 +41,6 @@ func (l *Lanes[I, R]) TrySubmit(j Job[I, R]) bool {
 	for k := range byLane {
 		if l.lanes[k].full() {
 			return false
-		}
-	}
-	if len(byLane) == 1 {
-		for k := range byLane {
-			return l.lanes[k].TrySubmit(j)
 		}
 	}
 	var (
@@ -75,6 +73,20 @@ func (l *Lanes[I, R]) TrySubmit(j Job[I, R]) bool {
 		}})
 	}
 	return true
+}
+
+// oneLane reports the lane of items when there are some and they all fall in one.
+func (l *Lanes[I, R]) oneLane(items []I) (int, bool) {
+	if len(items) == 0 {
+		return 0, false
+	}
+	k := l.lane(items[0])
+	for _, it := range items[1:] {
+		if l.lane(it) != k {
+			return 0, false
+		}
+	}
+	return k, true
 }
 
 // Close drains every lane.
